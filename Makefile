@@ -1,0 +1,61 @@
+# One command installs what the tests need and runs them: `make test`.
+# Everything the project needs comes from its own files: Python extras (pyproject.toml),
+# restate-server (package.json), the Toxiproxy server (go install, pinned), Chromium (apt).
+
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TOOLS := $(CURDIR)/.tools
+TOXIPROXY_VERSION := v2.12.0
+export GOBIN := $(TOOLS)/bin
+export GOFLAGS := -mod=mod
+
+.PHONY: all install tools restate toxiproxy chromium lint typecheck test test-fast run bench clean
+
+all: test
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+install: $(BIN)/python
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+
+restate: node_modules/.package-lock.json
+
+node_modules/.package-lock.json: package.json
+	npm install --no-audit --no-fund --loglevel=error
+	@touch $@
+
+toxiproxy: $(TOOLS)/bin/server
+
+$(TOOLS)/bin/server:
+	mkdir -p $(TOOLS)/bin
+	go install github.com/Shopify/toxiproxy/v2/cmd/server@$(TOXIPROXY_VERSION)
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+tools: restate toxiproxy chromium
+
+lint: install
+	$(BIN)/ruff check harness reference_impl tests benchmarks examples
+
+typecheck: install
+	$(BIN)/mypy
+
+test: install tools lint typecheck
+	$(BIN)/pytest -n 2 -q
+
+# The simulator-only tests: no real components.
+test-fast: install
+	$(BIN)/pytest -q -m "not real"
+
+run: install
+	$(BIN)/durable-chaos run
+
+bench: install tools
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) node_modules $(TOOLS) reports/*.html reports/*.xml reports/runs
