@@ -1,0 +1,281 @@
+"""The thread log with epoch fencing.
+
+Every thread has one owner host, the only writer of its log. A control row holds (owner,
+epoch). `assign_thread` bumps the epoch; every `append` takes the control row FOR UPDATE inside
+its transaction and rejects a stale epoch, so a host that pauses and wakes after the thread
+moved cannot write. A host that pauses while it *holds* the control row would block the
+reassignment forever, so the database ends such a stalled transaction
+(`idle_in_transaction_session_timeout`, `lock_timeout`) and its commit fails.
+
+Two stores implement `ThreadLogStore` with the same meaning: `InMemoryThreadLogStore` below
+(for the deterministic simulator) and `PostgresThreadLogStore` in `threadlog_pg`. Both reach
+the same fault points at the same places, so a schedule that stops a host "between FOR UPDATE
+and COMMIT" means the same thing on both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from reference_impl import faultpoints
+
+__all__ = [
+    "Assignment",
+    "InMemoryThreadLogStore",
+    "LockTimeout",
+    "LogEntry",
+    "StaleEpoch",
+    "ThreadLog",
+    "ThreadLogError",
+    "ThreadLogStore",
+    "TransactionAborted",
+]
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One committed entry of a thread's log; `seq` runs 1, 2, 3... without gaps."""
+
+    thread_id: str
+    seq: int
+    epoch: int
+    owner: str
+    kind: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """The control row of a thread: who owns it, since which epoch."""
+
+    thread_id: str
+    owner: str
+    epoch: int
+
+
+class ThreadLogError(Exception):
+    """Base of every error of the thread log."""
+
+
+class StaleEpoch(ThreadLogError):
+    """An append carried an epoch (or owner) that is not the thread's current one.
+
+    The thread was reassigned after the writer took ownership: the writer must stop writing
+    and let the current owner continue from the committed log.
+    """
+
+    def __init__(
+        self,
+        thread_id: str,
+        epoch: int,
+        owner: str,
+        current_epoch: int | None,
+        current_owner: str | None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.epoch = epoch
+        self.owner = owner
+        self.current_epoch = current_epoch
+        self.current_owner = current_owner
+        if current_epoch is None:
+            now = "the thread has never been assigned"
+        else:
+            now = f"the current epoch is {current_epoch}, owned by {current_owner!r}"
+        super().__init__(
+            f"stale append to thread {thread_id!r} by {owner!r} with epoch {epoch}: {now}"
+        )
+
+
+class LockTimeout(ThreadLogError):
+    """The control row is held by another transaction; retry later."""
+
+
+class TransactionAborted(ThreadLogError):
+    """The database ended the transaction (e.g. idle in transaction too long); nothing of it
+    was committed."""
+
+
+class ThreadLogStore(Protocol):
+    """Where thread logs and their control rows live."""
+
+    async def assign_thread(self, thread_id: str, owner: str) -> Assignment:
+        """Give the thread to `owner` at the next epoch (1 for a thread never assigned)."""
+        ...
+
+    async def append(
+        self, thread_id: str, epoch: int, owner: str, kind: str, payload: dict[str, Any]
+    ) -> LogEntry:
+        """Append one entry if (`owner`, `epoch`) is still the thread's control row.
+
+        Raises StaleEpoch if it is not, LockTimeout if another transaction holds the row, and
+        TransactionAborted if the database ended this transaction before its commit.
+        """
+        ...
+
+    async def read(self, thread_id: str) -> list[LogEntry]:
+        """The committed entries of the thread, by seq."""
+        ...
+
+    async def current(self, thread_id: str) -> Assignment | None:
+        """The thread's control row, or None if it was never assigned."""
+        ...
+
+
+@dataclass(eq=False)
+class _Transaction:
+    thread_id: str
+    locked_at: float
+    terminated: bool = False
+
+
+@dataclass
+class _Thread:
+    control: Assignment | None = None
+    entries: list[LogEntry] = field(default_factory=list)
+    holder: _Transaction | None = None
+
+
+class InMemoryThreadLogStore:
+    """A single-process store with PostgreSQL's transactional meaning, in virtual time.
+
+    Only `faultpoints.reach` suspends, so an append stopped at "threadlog.append.locked" holds
+    the control row exactly as a PostgreSQL session idle in its transaction would. Waiting for
+    a lock is modelled as failing at once with LockTimeout (a session with a short
+    `lock_timeout`): the simulator owns time and scheduling, so the caller retries at a time
+    the simulator chooses instead of blocking in here. A holder idle for at least
+    `idle_in_transaction_timeout` (by `now()`) is terminated when it is found in the way, or
+    when it comes back to commit, as PostgreSQL's timer would have done meanwhile.
+
+    No asyncio primitive is used: the simulator drives these coroutines with send/throw.
+    """
+
+    def __init__(self, now: Callable[[], float], idle_in_transaction_timeout: float = 5.0) -> None:
+        if idle_in_transaction_timeout <= 0:
+            raise ValueError(
+                "Expected idle_in_transaction_timeout > 0 but got "
+                f"idle_in_transaction_timeout={idle_in_transaction_timeout!r}"
+            )
+        self._now = now
+        self._idle_timeout = idle_in_transaction_timeout
+        self._threads: dict[str, _Thread] = {}
+
+    def _thread(self, thread_id: str) -> _Thread:
+        return self._threads.setdefault(thread_id, _Thread())
+
+    def _expired(self, txn: _Transaction) -> bool:
+        return self._now() - txn.locked_at >= self._idle_timeout
+
+    def _lock(self, thread: _Thread, thread_id: str) -> _Transaction:
+        holder = thread.holder
+        if holder is not None:
+            if not self._expired(holder):
+                raise LockTimeout(
+                    f"control row of thread {thread_id!r} is held by another transaction "
+                    f"since t={holder.locked_at}"
+                )
+            holder.terminated = True
+        txn = _Transaction(thread_id, locked_at=self._now())
+        thread.holder = txn
+        return txn
+
+    @staticmethod
+    def _unlock(thread: _Thread, txn: _Transaction) -> None:
+        # A terminated transaction already lost the row to whoever terminated it.
+        if thread.holder is txn:
+            thread.holder = None
+
+    async def assign_thread(self, thread_id: str, owner: str) -> Assignment:
+        thread = self._thread(thread_id)
+        txn = self._lock(thread, thread_id)
+        try:
+            epoch = 1 if thread.control is None else thread.control.epoch + 1
+            thread.control = Assignment(thread_id, owner, epoch)
+            return thread.control
+        finally:
+            self._unlock(thread, txn)
+
+    async def append(
+        self, thread_id: str, epoch: int, owner: str, kind: str, payload: dict[str, Any]
+    ) -> LogEntry:
+        await faultpoints.reach("threadlog.append.before_lock")
+        thread = self._thread(thread_id)
+        txn = self._lock(thread, thread_id)
+        try:
+            control = thread.control
+            if control is None or control.epoch != epoch or control.owner != owner:
+                raise StaleEpoch(
+                    thread_id,
+                    epoch,
+                    owner,
+                    None if control is None else control.epoch,
+                    None if control is None else control.owner,
+                )
+            await faultpoints.reach("threadlog.append.locked")
+            if txn.terminated or self._expired(txn):
+                raise TransactionAborted(
+                    f"append to thread {thread_id!r} by {owner!r} at epoch {epoch}: the "
+                    f"transaction was idle longer than {self._idle_timeout}s holding the "
+                    "control row and was terminated; nothing was committed"
+                )
+            entry = LogEntry(
+                thread_id, len(thread.entries) + 1, epoch, owner, kind, _copy_json(payload)
+            )
+            thread.entries.append(entry)
+            return entry
+        finally:
+            self._unlock(thread, txn)
+
+    async def read(self, thread_id: str) -> list[LogEntry]:
+        thread = self._threads.get(thread_id)
+        if thread is None:
+            return []
+        # Like rows read from a database: the caller gets its own copies to mutate.
+        return [replace(e, payload=_copy_json(e.payload)) for e in thread.entries]
+
+    async def current(self, thread_id: str) -> Assignment | None:
+        thread = self._threads.get(thread_id)
+        return None if thread is None else thread.control
+
+
+def _copy_json(value: dict[str, Any]) -> dict[str, Any]:
+    # What PostgreSQL's jsonb would give back: a committed row does not change when the caller
+    # mutates its dict, and a payload that is not JSON fails here as it would there.
+    loaded: dict[str, Any] = json.loads(json.dumps(value))
+    return loaded
+
+
+class ThreadLog:
+    """One thread's log as seen by the host that owns it."""
+
+    def __init__(self, store: ThreadLogStore, thread_id: str, owner: str) -> None:
+        self.store = store
+        self.thread_id = thread_id
+        self.owner = owner
+        self._epoch: int | None = None
+
+    @property
+    def epoch(self) -> int | None:
+        """The epoch this host was given by its last `take_ownership`, if any."""
+        return self._epoch
+
+    async def take_ownership(self) -> Assignment:
+        """Become the owner of the thread at a new epoch, fencing off every earlier owner."""
+        assignment = await self.store.assign_thread(self.thread_id, self.owner)
+        self._epoch = assignment.epoch
+        return assignment
+
+    async def append(self, kind: str, payload: dict[str, Any]) -> LogEntry:
+        """Append with the epoch this host owns; StaleEpoch once the thread has moved on."""
+        if self._epoch is None:
+            raise ThreadLogError(
+                f"{self.owner!r} appended to thread {self.thread_id!r} without owning it; "
+                "call take_ownership() first"
+            )
+        return await self.store.append(self.thread_id, self._epoch, self.owner, kind, payload)
+
+    async def entries(self) -> list[LogEntry]:
+        """The committed log of the thread, by seq."""
+        return await self.store.read(self.thread_id)
