@@ -1,0 +1,199 @@
+"""One append-only history of operations and events.
+
+Jepsen's model: a client operation is an `invoke` followed by `ok`, `fail` or `info` (outcome
+unknown); faults, simulator events and world deliveries go into the same history with type
+`event`. Every record carries virtual time and, where known, host, deployment, invocation,
+session, turn, tool call, epoch and effect key. Saved as JSONL with sorted keys and no wall
+time on the simulator, so the same seed gives the same file byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+RecordType = Literal["invoke", "ok", "fail", "info", "event"]
+TYPES: Final = ("invoke", "ok", "fail", "info", "event")
+
+_OPTIONAL: Final = (
+    "process",
+    "host",
+    "deployment",
+    "invocation",
+    "session",
+    "turn",
+    "tool_call",
+    "epoch",
+    "key",
+    "wall",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    index: int
+    time: float
+    type: RecordType
+    kind: str
+    process: str | None = None
+    host: str | None = None
+    deployment: str | None = None
+    invocation: str | None = None
+    session: str | None = None
+    turn: str | None = None
+    tool_call: str | None = None
+    epoch: int | None = None
+    key: str | None = None
+    wall: float | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.data.get(name, default)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "i": self.index,
+            "t": round(self.time, 6),
+            "type": self.type,
+            "kind": self.kind,
+        }
+        for name in _OPTIONAL:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.data:
+            out["data"] = self.data
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Record:
+        kwargs = {name: obj.get(name) for name in _OPTIONAL}
+        return cls(
+            index=int(obj["i"]),
+            time=float(obj["t"]),
+            type=obj["type"],
+            kind=str(obj["kind"]),
+            data=dict(obj.get("data") or {}),
+            **kwargs,
+        )
+
+    def describe(self) -> str:
+        """One line a person can read in a witness: `#12 t=300.0s invocation.suspended ...`."""
+        parts = [f"#{self.index}", f"t={_fmt_time(self.time)}", self.kind]
+        if self.type != "event":
+            parts.append(f"[{self.type}]")
+        for name in ("session", "turn", "tool_call", "invocation", "deployment", "host"):
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f"{name}={value}")
+        if self.epoch is not None:
+            parts.append(f"epoch={self.epoch}")
+        if self.key is not None:
+            parts.append(f"key={self.key}")
+        return " ".join(parts)
+
+
+def _fmt_time(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:g}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.2f}d"
+
+
+fmt_duration = _fmt_time
+
+
+class History:
+    """The append-only record of one run."""
+
+    __slots__ = ("_clock", "_listeners", "_records", "_wall")
+
+    def __init__(
+        self,
+        clock: Callable[[], float] | None = None,
+        *,
+        wall: Callable[[], float] | None = None,
+    ) -> None:
+        self._records: list[Record] = []
+        self._clock = clock or (lambda: 0.0)
+        self._wall = wall
+        self._listeners: list[Callable[[Record], None]] = []
+
+    def bind_clock(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+
+    def add(
+        self,
+        kind: str,
+        type: RecordType = "event",
+        *,
+        time: float | None = None,
+        data: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> Record:
+        record = Record(
+            len(self._records),
+            self._clock() if time is None else time,
+            type,
+            kind,
+            wall=self._wall() if self._wall is not None else None,
+            data=data or {},
+            **fields,
+        )
+        self._records.append(record)
+        for listener in self._listeners:
+            listener(record)
+        return record
+
+    def subscribe(self, listener: Callable[[Record], None]) -> None:
+        self._listeners.append(listener)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self._records)
+
+    def __getitem__(self, index: int) -> Record:
+        return self._records[index]
+
+    @property
+    def records(self) -> list[Record]:
+        return self._records
+
+    def of_kind(self, *kinds: str) -> list[Record]:
+        wanted = set(kinds)
+        return [r for r in self._records if r.kind in wanted]
+
+    def to_jsonl(self) -> str:
+        return "".join(
+            json.dumps(r.to_json(), sort_keys=True, separators=(",", ":"), default=str) + "\n"
+            for r in self._records
+        )
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_jsonl(), encoding="utf-8")
+        return path
+
+    @classmethod
+    def from_records(cls, records: Iterable[Record]) -> History:
+        history = cls()
+        history._records.extend(records)
+        return history
+
+    @classmethod
+    def load(cls, path: str | Path) -> History:
+        records = []
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    records.append(Record.from_json(json.loads(line)))
+        return cls.from_records(records)

@@ -1,0 +1,287 @@
+"""The simulator's rules, each pinned by a test that fails if the rule breaks."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from harness.clock import VirtualClock
+from harness.errors import ClockError
+from harness.sim import Simulator
+from reference_impl import faultpoints
+from reference_impl.binding import App, Context, Handler, HandlerRef, Service, TerminalError
+
+
+class World:
+    """Counts real executions of side effects (what a crash may repeat)."""
+
+    def __init__(self) -> None:
+        self.effects: list[str] = []
+
+
+def make_app(world: World, version: str = "v1", *, extra_step: bool = False) -> App:
+    async def workflow(ctx: Context, arg: Any) -> Any:
+        await ctx.run("first", lambda: world.effects.append("first"))
+        if extra_step:
+            await ctx.run("inserted", lambda: None)
+        await ctx.sleep(timedelta(seconds=arg.get("sleep", 10)))
+        await ctx.run("second", lambda: world.effects.append("second"))
+        return "done"
+
+    async def eight_days(ctx: Context, arg: Any) -> Any:
+        await ctx.sleep(timedelta(days=8))
+        awk_id, fut = ctx.awakeable()
+        ctx.set("awk", awk_id)
+        return await fut
+
+    async def record(ctx: Context, arg: Any) -> Any:
+        log = await ctx.get("log") or []
+        ctx.set("log", [*log, arg])
+        await ctx.sleep(timedelta(seconds=5))
+        return len(log) + 1
+
+    async def wait_answer(ctx: Context, arg: Any) -> Any:
+        awk_id, fut = ctx.awakeable()
+        await ctx.run("publish", lambda: world.effects.append(awk_id))
+        return await fut
+
+    async def race(ctx: Context, arg: Any) -> Any:
+        awk_id, fut = ctx.awakeable()
+        await ctx.run("publish", lambda: world.effects.append(awk_id))
+        return await ctx.select(answer=fut, timeout=ctx.sleep(timedelta(minutes=5)))
+
+    async def parent(ctx: Context, arg: Any) -> Any:
+        await ctx.sleep(timedelta(seconds=100))
+        return await ctx.service_call(HandlerRef("Svc", "version"), None)
+
+    async def version_of(ctx: Context, arg: Any) -> Any:
+        return version
+
+    async def sender(ctx: Context, arg: Any) -> Any:
+        ctx.object_send(HandlerRef("Obj", "record"), "k", "late", send_delay=timedelta(hours=1))
+        return None
+
+    async def email(ctx: Context, arg: Any) -> Any:
+        async def send() -> str:
+            world.effects.append("email")
+            await faultpoints.reach("effect.email.after_send")
+            return "sent"
+
+        return await ctx.run("send", send)
+
+    async def failing(ctx: Context, arg: Any) -> Any:
+        raise TerminalError("no")
+
+    return App(version, (
+        Service("Svc", (
+            Handler("workflow", workflow), Handler("eight_days", eight_days),
+            Handler("wait_answer", wait_answer), Handler("race", race),
+            Handler("parent", parent), Handler("version", version_of),
+            Handler("sender", sender), Handler("email", email), Handler("failing", failing),
+        )),
+        Service("Obj", (Handler("record", record),), kind="object"),
+        Service("Obj8", (Handler("eight_days", eight_days),), kind="object"),
+    ))
+
+
+def test_replay_after_crash_does_not_rerun_completed_side_effects() -> None:
+    world = World()
+    sim = Simulator(seed=1)
+    dep = sim.register(make_app(world))
+    inv = sim.invoke("Svc", "workflow", {"sleep": 10})
+    sim.run(until=5)
+    assert world.effects == ["first"]
+    sim.crash_host(dep.hosts[0].id)
+    sim.run()
+    assert world.effects == ["first", "second"]
+    assert sim.invocation(inv).result == "done"
+    assert any(r.kind == "attempt.started" and r.data["replay"] for r in sim.history)
+
+
+def test_side_effect_in_flight_at_crash_runs_again() -> None:
+    world = World()
+    sim = Simulator(seed=1)
+    dep = sim.register(make_app(world))
+    sim.on_fault_point = lambda name, host: ("crash", None)
+    inv = sim.invoke("Svc", "email")
+    sim.run(until=1)
+    sim.on_fault_point = None
+    sim.run()
+    assert world.effects == ["email", "email"]  # at-least-once
+    assert sim.invocation(inv).result == "sent"
+    assert dep.hosts[0].crashed is False
+
+
+def test_exclusive_handlers_queue_per_key_in_order() -> None:
+    sim = Simulator()
+    sim.register(make_app(World()))
+    ids = [sim.invoke("Obj", "record", f"m{i}", key="k") for i in range(3)]
+    other = sim.invoke("Obj", "record", "x", key="other")
+    sim.run()
+    assert [sim.invocation(i).result for i in ids] == [1, 2, 3]
+    assert sim.state("Obj", "k")["log"] == ["m0", "m1", "m2"]
+    starts = {r.invocation: r.time for r in sim.history if r.kind == "invocation.started"}
+    assert [starts[i] for i in ids] == [0, 5, 10]  # each waits for the previous to finish
+    assert starts[other] == 0  # another key is not blocked
+
+
+def test_timers_fire_in_order() -> None:
+    sim = Simulator()
+    sim.register(make_app(World()))
+    for seconds in (30, 10, 20):
+        sim.invoke("Svc", "workflow", {"sleep": seconds})
+    sim.run()
+    fired = [r.time for r in sim.history if r.kind == "timer.fired"]
+    assert fired == sorted(fired) == [10, 20, 30]
+
+
+def test_eight_day_sleep_completes_in_virtual_time() -> None:
+    sim = Simulator()
+    sim.register(make_app(World()))
+    inv = sim.invoke("Obj8", "eight_days", key="s")
+    sim.run()
+    assert sim.clock.now() == 8 * 86400
+    awk = sim.state("Obj8", "s")["awk"]
+    sim.resolve_awakeable(awk, "approved")
+    sim.run()
+    assert sim.invocation(inv).result == "approved"
+
+
+def test_suspended_intervals_are_recorded() -> None:
+    sim = Simulator()
+    sim.register(make_app(World()))
+    inv = sim.invoke("Svc", "wait_answer")
+    sim.run(until=3600)
+    awk = sim.invocation(inv).journal[0].name
+    sim.resolve_awakeable(awk, 42)
+    sim.run()
+    kinds = [(r.kind, r.time) for r in sim.history
+             if r.invocation == inv and r.kind.startswith("invocation.")]
+    assert ("invocation.suspended", 0.0) in kinds
+    assert ("invocation.resumed", 3600.0) in kinds
+    assert sim.invocation(inv).result == 42
+
+
+def test_select_races_awakeable_and_timer() -> None:
+    world = World()
+    sim = Simulator()
+    sim.register(make_app(world))
+    fast = sim.invoke("Svc", "race")
+    slow = sim.invoke("Svc", "race")
+    sim.run(until=60)
+    sim.resolve_awakeable(world.effects[0], "yes")
+    sim.run()
+    assert sim.invocation(fast).result == ("answer", "yes")
+    assert sim.invocation(slow).result == ("timeout", None)
+    assert sim.invocation(slow).completed_at == 300
+
+
+def test_pinned_invocation_keeps_its_deployment_and_new_calls_go_to_latest() -> None:
+    sim = Simulator()
+    v1 = sim.register(make_app(World(), "v1"))
+    parent = sim.invoke("Svc", "parent")
+    sim.run(until=50)
+    v2 = sim.register(make_app(World(), "v2"))
+    sim.run()
+    inv = sim.invocation(parent)
+    assert inv.deployment is v1  # pinned to the deployment that started it
+    assert inv.result == "v2"  # a call made after the new registration goes to the latest
+    drained = [r for r in sim.history if r.kind == "deployment.drained"]
+    assert [(r.deployment, r.time) for r in drained] == [("dep1", 100.0)]
+    assert v2.superseded_at is None
+
+
+def test_delayed_send_starts_on_latest_deployment() -> None:
+    sim = Simulator()
+    sim.register(make_app(World(), "v1"))
+    sim.invoke("Svc", "sender")
+    sim.run(until=10)
+    sim.register(make_app(World(), "v2"))
+    sim.run()
+    started = [r for r in sim.history if r.kind == "invocation.started"
+               and r.data["target"] == "Obj/record"]
+    assert [(r.deployment, r.time) for r in started] == [("dep2", 3600.0)]
+
+
+def test_journal_mismatch_is_detected_when_replayed_against_other_code() -> None:
+    world = World()
+    sim = Simulator()
+    sim.register(make_app(world, "v1"))
+    inv = sim.invoke("Svc", "workflow", {"sleep": 100})
+    sim.run(until=10)
+    v2 = sim.register(make_app(world, "v2", extra_step=True))
+    sim.repin(inv, v2.id)
+    sim.run()
+    mismatches = sim.history.of_kind("journal.mismatch")
+    assert len(mismatches) == 1
+    assert "inserted" in mismatches[0].data["detail"]
+    assert sim.invocation(inv).status == "paused"
+
+
+def test_paused_host_attempt_is_abandoned_and_stale_attempt_is_fenced() -> None:
+    world = World()
+    sim = Simulator(abort_timeout=60)
+    dep = sim.register(make_app(world), hosts=2)
+    # Pause whichever host runs the email at the point after the send.
+    sim.on_fault_point = lambda name, host: ("pause", 600.0)
+    inv = sim.invoke("Svc", "email")
+    sim.run(until=30)
+    sim.on_fault_point = None
+    sim.run()
+    kinds = [r.kind for r in sim.history]
+    assert "attempt.abandoned" in kinds
+    assert "attempt.fenced" in kinds  # the stale attempt could not write its journal entry
+    assert world.effects == ["email", "email"]  # but its send outside the journal happened
+    assert sim.invocation(inv).result == "sent"
+    assert {r.host for r in sim.history.of_kind("attempt.started")} == {h.id for h in dep.hosts}
+
+
+def test_paused_host_timers_do_not_fire_in_its_code_until_resume() -> None:
+    world = World()
+    sim = Simulator(abort_timeout=10_000)
+    dep = sim.register(make_app(world))
+    inv = sim.invoke("Svc", "workflow", {"sleep": 10})
+    sim.run(until=1)
+    sim.pause_host(dep.hosts[0].id, duration=100)
+    sim.run(until=50)
+    assert world.effects == ["first"]
+    sim.run()
+    assert world.effects == ["first", "second"]
+    assert sim.invocation(inv).completed_at == 101
+
+
+def test_terminal_error_completes_with_failure() -> None:
+    sim = Simulator()
+    sim.register(make_app(World()))
+    inv = sim.invoke("Svc", "failing")
+    sim.run()
+    assert sim.invocation(inv).error == "no"
+    assert sim.history[-1].type == "fail"
+
+
+def test_same_seed_gives_the_same_history_byte_for_byte() -> None:
+    def once(seed: int) -> str:
+        world = World()
+        sim = Simulator(seed=seed)
+        dep = sim.register(make_app(world), hosts=3)
+        for i in range(5):
+            sim.invoke("Svc", "workflow", {"sleep": 10 + i})
+            sim.invoke("Obj", "record", i, key=f"k{i % 2}")
+        sim.at(12, lambda: sim.crash_host(dep.hosts[0].id))
+        sim.at(13, lambda: sim.pause_host(dep.hosts[1].id, 100))
+        sim.run()
+        return sim.history.to_jsonl()
+
+    assert once(7) == once(7)
+    assert once(7) != once(8)
+
+
+def test_clock_refuses_to_go_backwards() -> None:
+    clock = VirtualClock()
+    clock.jump(10)
+    with pytest.raises(ClockError):
+        clock.advance_to(5)
+    with pytest.raises(ClockError):
+        clock.jump(-1)
