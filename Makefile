@@ -27,11 +27,16 @@ node_modules/.package-lock.json: package.json
 	npm install --no-audit --no-fund --loglevel=error
 	@touch $@
 
-toxiproxy: $(TOOLS)/bin/server
+toxiproxy: $(TOOLS)/bin/toxiproxy-server
 
-$(TOOLS)/bin/server:
+# `go install` names the binary after its package directory ("server"); rename it so the
+# tools directory says what it holds. The -X stamp makes `GET /version` report the pin
+# instead of "git".
+$(TOOLS)/bin/toxiproxy-server:
 	mkdir -p $(TOOLS)/bin
-	go install github.com/Shopify/toxiproxy/v2/cmd/server@$(TOXIPROXY_VERSION)
+	go install -ldflags "-X github.com/Shopify/toxiproxy/v2.Version=$(TOXIPROXY_VERSION)" \
+		github.com/Shopify/toxiproxy/v2/cmd/server@$(TOXIPROXY_VERSION)
+	mv -f $(TOOLS)/bin/server $@
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
