@@ -1,0 +1,62 @@
+"""What a run produced: plain frozen values that the report, JUnit and the CLI read."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.checkers.base import Result
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """One schedule (a scenario file or a generated schedule) run against one adapter."""
+
+    name: str
+    adapter: str
+    seed: int
+    source: str  # "scenario" | "generated"
+    results: tuple[Result, ...]
+    schedule_toml: str  # the schedule as a scenario file you can save and replay
+    replay_command: str
+    history_path: str | None = None
+    virtual_time: float = 0.0
+    wall_time: float = 0.0
+    faults: dict[str, int] = field(default_factory=dict)  # fault kind -> count injected
+    fault_points: dict[str, int] = field(default_factory=dict)  # point -> times reached
+    skipped_faults: tuple[str, ...] = ()  # faults the adapter lacked a capability for
+    error: str | None = None  # the adapter crashed: every result is unknown
+    expected: str | None = None  # a scenario's expected outcome, if it states one
+    # Deployments alive over time: (virtual time, number alive) after each change.
+    alive: tuple[tuple[float, int], ...] = ()
+    # The swimlane timeline of the run (hosts, deployments, invocations, faults), see report.
+    timeline: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return any(r.valid is False for r in self.results)
+
+    @property
+    def unknown(self) -> bool:
+        return self.error is not None or any(r.valid is None for r in self.results)
+
+
+@dataclass(frozen=True)
+class SuiteOutcome:
+    """A whole `durable-chaos run` (or a pytest session) against one or more adapters."""
+
+    adapters: tuple[str, ...]
+    seed: int
+    runs: tuple[RunOutcome, ...]
+    wall_time: float
+    complete: bool = True  # False when interrupted (Ctrl-C) or the adapter crashed
+    environment: dict[str, str] = field(default_factory=dict)
+    shrunk: tuple[RunOutcome, ...] = ()  # minimal failing schedules found by shrinking
+
+    @property
+    def violations(self) -> int:
+        return sum(1 for run in self.runs for r in run.results if r.valid is False)
+
+    def of_adapter(self, adapter: str) -> Sequence[RunOutcome]:
+        return [run for run in self.runs if run.adapter == adapter]

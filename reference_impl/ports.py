@@ -1,0 +1,129 @@
+"""What the reference implementation gets from outside: endpoints, never the harness.
+
+The harness owns the world (model provider, email outbox, charge ledger, identity, tool
+catalog, the approval UI) and hands the runtime only these endpoints. On the simulator they are
+in-process objects whose awaits take virtual time; on the real path they are HTTP clients.
+
+Observations: the reference implementation reports what it does through `Observer.emit`,
+always from inside a journaled `ctx.run` step, so an emit may repeat when a step is retried
+(at-least-once). Every emit carries a deterministic `event_id`; consumers deduplicate on it.
+The vocabulary is `EVENTS` below; checkers read exactly these kinds and fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from reference_impl.threadlog import ThreadLogStore
+
+# kind -> the fields it always carries (besides event_id; session/turn/tool_call where named).
+EVENTS: Final[dict[str, tuple[str, ...]]] = {
+    # Controller
+    "message.received": ("session", "message"),
+    "message.queued": ("session", "message"),  # busy: waits in the FIFO
+    "turn.started": ("session", "turn", "message"),
+    "turn.waiting": ("session", "turn", "tool_call"),  # handed off; the invocation ends
+    "turn.resumed": ("session", "turn", "tool_call", "outcome"),  # same turnId, new invocation
+    "turn.ended": ("session", "turn", "reason"),  # completed | steered | cancelled | held
+    "turn.held": ("session", "turn", "tool_call"),  # conservative recovery asks the person
+    # ChatToolExecutor / PendingToolCall
+    "tool.awaiting": ("session", "turn", "tool_call", "tool"),  # card shown, in-call wait
+    "tool.handoff": ("session", "turn", "tool_call"),  # startToolWait after hand_off_after
+    "tool.rerun": ("session", "turn", "tool_call", "access"),  # access: granted | denied
+    "tool.intent": ("session", "turn", "tool_call", "tool"),
+    # outcome: answered | denied | expired | ended_by_message | background | rejected_access
+    #          | held | completed (no approval needed)
+    "tool.result": ("session", "turn", "tool_call", "outcome"),
+    "tool.background": ("session", "turn", "tool_call"),
+    "tool.finished": ("session", "turn", "tool_call", "outcome"),  # toolFinished delivered
+    # Thread log
+    "threadlog.assigned": ("session", "epoch"),
+    "threadlog.appended": ("session", "epoch", "seq"),
+    "threadlog.rejected": ("session", "epoch", "reason"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    needs_approval: bool
+    effect: str | None  # "email" | "charge" | None (pure)
+
+
+class ModelProvider(Protocol):
+    async def complete(
+        self, *, session: str, turn: str, step: int, messages: list[dict[str, Any]],
+        idempotency_key: str,
+    ) -> dict[str, Any]:
+        """Returns {"text": str} or {"tool_call": {"id": str, "name": str, "args": dict}}.
+
+        Raises ProviderError on 500/429/timeout: the caller retries with the same key, and
+        a retry of a completion already produced and billed is not billed again.
+        """
+        ...
+
+
+class ProviderError(Exception):
+    """The model provider failed; it may or may not have done the work (retry same key)."""
+
+
+class Mailer(Protocol):
+    async def send_email(
+        self, *, message_id: str, to: str, subject: str, body: str, tool_call: str
+    ) -> dict[str, Any]: ...
+
+
+class Payments(Protocol):
+    async def charge(
+        self, *, idempotency_key: str, amount: int, tool_call: str
+    ) -> dict[str, Any]: ...
+
+
+class Identity(Protocol):
+    async def has_access(self, user: str, tool: str) -> bool: ...
+
+
+class ToolCatalog(Protocol):
+    async def lookup(self, name: str) -> ToolSpec | None: ...
+
+
+class ApprovalUI(Protocol):
+    """The card a person sees; answers come back as PendingToolCall.answer(tool_call)."""
+
+    async def show_card(
+        self, *, session: str, turn: str, tool_call: str, tool: str, args: dict[str, Any]
+    ) -> None: ...
+
+    async def close_card(self, *, tool_call: str, outcome: str) -> None: ...
+
+
+class Observer(Protocol):
+    def emit(self, kind: str, *, event_id: str, **fields: Any) -> None: ...
+
+
+class NullObserver:
+    def emit(self, kind: str, *, event_id: str, **fields: Any) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class Config:
+    """Thresholds. The real path scales them (5 min -> 2 s, 8 days -> 20 s)."""
+
+    hand_off_after: float = 300.0
+    max_wait: float = 8 * 86400.0
+    max_steps_per_turn: int = 8
+
+
+@dataclass(frozen=True)
+class Ports:
+    model: ModelProvider
+    mailer: Mailer
+    payments: Payments
+    identity: Identity
+    catalog: ToolCatalog
+    ui: ApprovalUI
+    threadlog: ThreadLogStore
+    observer: Observer = field(default_factory=NullObserver)
+    config: Config = field(default_factory=Config)
