@@ -1,0 +1,174 @@
+"""Runtimes on the embedded simulator: the reference implementation and the naive variant.
+
+Also the base a user reaches for when wiring another application onto the simulator
+(see examples/): pass an app builder `(ports, version) -> App`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from harness.adapters.base import RunContext
+from harness.checkers.base import CheckConfig
+from harness.errors import SimulationError, UsageError
+from harness.history import History
+from harness.sim import Simulator
+from harness.sim.engine import FaultAction
+from harness.sim.model import Host
+from harness.world import World
+from reference_impl.binding import App, HandlerRef
+from reference_impl.ports import Config, Ports
+from reference_impl.threadlog import InMemoryThreadLogStore
+
+T = TypeVar("T")
+AppBuilder = Callable[[Ports, str], App]
+
+CONTROLLER_MESSAGE = HandlerRef("Controller", "onMessage")
+CONTROLLER_BACKGROUND = HandlerRef("Controller", "background")
+CONTROLLER_CANCEL = HandlerRef("Controller", "cancel")
+PENDING_ANSWER = HandlerRef("PendingToolCall", "answer")
+
+
+class SimRuntime:
+    """One run of an application on the simulator. Has every fault capability."""
+
+    def __init__(self, ctx: RunContext, build: AppBuilder, *, idle_timeout: float = 5.0) -> None:
+        self.ctx = ctx
+        self.sim = Simulator(seed=ctx.seed, history=ctx.history)
+        self.history: History = ctx.history
+        self.world = World(ctx.history, now=self.sim.clock.now, sleep=self.sim.io,
+                           observe=self.sim.observe)
+        self.store = InMemoryThreadLogStore(self.sim.clock.now, idle_timeout)
+        self._build = build
+        self._ports = self.world.ports(self.store, ctx.config)
+        self._versions = 0
+        self._armed: dict[str, list[FaultAction]] = {}
+        self.sim.on_fault_point = self._fault_point
+        self.deploy("v1")
+
+    # -- driving
+
+    def now(self) -> float:
+        return self.sim.clock.now()
+
+    def advance(self, until: float) -> None:
+        self.sim.run(until=until)
+
+    def send_message(self, session: str, message: dict[str, object]) -> None:
+        self.sim.invoke(CONTROLLER_MESSAGE.service, CONTROLLER_MESSAGE.handler, message,
+                        key=session)
+
+    def answer(self, tool_call: str, decision: str, user: str) -> None:
+        self.sim.invoke(PENDING_ANSWER.service, PENDING_ANSWER.handler,
+                        {"decision": decision, "user": user}, key=tool_call)
+
+    def background(self, session: str, tool_call: str) -> None:
+        self.sim.invoke(CONTROLLER_BACKGROUND.service, CONTROLLER_BACKGROUND.handler,
+                        {"tool_call": tool_call}, key=session)
+
+    def cancel(self, session: str) -> None:
+        self.sim.invoke(CONTROLLER_CANCEL.service, CONTROLLER_CANCEL.handler, {},
+                        key=session)
+
+    def finish(self) -> None:
+        for thread_id in sorted(self._sessions()):
+            for entry in _settled(self.store.read(thread_id)):
+                self.history.add("threadlog.committed", session=thread_id, epoch=entry.epoch,
+                                 data={"seq": entry.seq, "owner": entry.owner,
+                                       "kind": entry.kind})
+            current = _settled(self.store.current(thread_id))
+            if current is not None:
+                self.history.add("threadlog.owner", session=thread_id, epoch=current.epoch,
+                                 data={"owner": current.owner})
+
+    def close(self) -> None:
+        self.sim.on_fault_point = None
+
+    def _sessions(self) -> set[str]:
+        return {r.session for r in self.history.of_kind("threadlog.assigned") if r.session}
+
+    # -- capabilities
+
+    def deploy(self, version: str) -> str:
+        self._versions += 1
+        version = version or f"v{self._versions}"
+        dep = self.sim.register(self._build(self._ports, version), hosts=self.ctx.hosts)
+        return dep.id
+
+    def _select(self, selector: str) -> Host:
+        sim = self.sim
+        if selector in sim.hosts:
+            return sim.hosts[selector]
+        latest = sim.latest
+        if selector == "owner":
+            for record in reversed(self.history.records):
+                if record.kind == "threadlog.assigned" and record.host in sim.hosts:
+                    return sim.hosts[record.host]
+                if record.kind == "attempt.started" and record.host in sim.hosts:
+                    return sim.hosts[record.host]
+            return latest.hosts[0]
+        if selector == "any":
+            live = [h for h in latest.hosts if h.available] or latest.hosts
+            return sim.random.choice(live)
+        if selector.startswith("latest/"):
+            try:
+                return latest.hosts[int(selector.split("/", 1)[1]) - 1]
+            except (ValueError, IndexError):
+                pass
+        raise UsageError(
+            f"unknown host {selector!r}: use 'owner', 'any', 'latest/N' (N from 1 to "
+            f"{len(latest.hosts)}) or one of {sorted(sim.hosts)}"
+        )
+
+    def pause_host(self, host: str, duration: float) -> str:
+        target = self._select(host)
+        self.sim.pause_host(target.id, duration)
+        return target.id
+
+    def crash_host(self, host: str) -> str:
+        target = self._select(host)
+        self.sim.crash_host(target.id)
+        return target.id
+
+    def arm(self, point: str, action: str, duration: float, times: int) -> None:
+        fault: FaultAction = ("pause", duration) if action == "pause" else ("crash", None)
+        self._armed.setdefault(point, []).extend([fault] * times)
+
+    def clock_jump(self, seconds: float) -> None:
+        self.sim.clock.jump(seconds)
+
+    def _fault_point(self, name: str, host: Host) -> FaultAction | None:
+        armed = self._armed.get(name)
+        if armed:
+            return armed.pop(0)
+        return None
+
+
+def _settled(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a store coroutine that does not suspend (reads) to its result."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return cast(T, stop.value)
+    coro.close()
+    raise SimulationError("a thread log read suspended; reads must not reach fault points")
+
+
+@dataclass(frozen=True)
+class SimAdapter:
+    """An adapter that runs an app builder on the simulator."""
+
+    name: str
+    description: str
+    build: AppBuilder
+    config: Config = Config()
+    engine: str = "sim"
+
+    def check_config(self) -> CheckConfig:
+        return CheckConfig(hand_off_after=self.config.hand_off_after,
+                           max_wait=self.config.max_wait)
+
+    def open(self, ctx: RunContext) -> SimRuntime:
+        return SimRuntime(ctx, self.build)

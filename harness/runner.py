@@ -1,0 +1,533 @@
+"""Running schedules against adapters, and a whole chaos suite.
+
+The lifecycle of one run (`run_schedule`), written once:
+
+1. The adapter opens a runtime for the schedule's seed, with a fresh history.
+2. For each step in time order: let the runtime run until the step's time, then apply it
+   (a person's message or answer, an operator's deploy, a fault). A fault whose capability
+   the runtime lacks is skipped and recorded as skipped.
+3. Let the runtime run to the horizon (past the last wait's expiry), record when the faults
+   healed, let the runtime record its final committed state, mark the end.
+4. Every checker judges the history; an adapter that crashes makes the run "unknown".
+
+A suite (`run_suite`) runs the scenario files, then generated schedules (Hypothesis, shrunk
+to a minimal failing schedule), and writes histories, `index.html` and `junit.xml`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.adapters import CAPABILITY_OF, Adapter, RunContext, Runtime, load_adapter
+from harness.checkers import ALL
+from harness.checkers.base import CheckConfig, Checker, Result, run_checkers
+from harness.clock import VirtualClock, wall_clock_follows
+from harness.history import History
+from harness.outcome import RunOutcome, SuiteOutcome
+from harness.schedules.model import Schedule, Step
+from harness.sim import Simulator
+
+# freezegun replaces module attributes that are the real time functions; one kept inside a
+# dict is out of its reach, so wall times stay real while virtual time drives handlers.
+_REAL = {"perf_counter": time.perf_counter, "time": time.time}
+RESTART_AFTER = 5.0
+
+
+def wall() -> float:
+    return _REAL["perf_counter"]()
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    adapter_spec: str = "reference"
+    report_dir: Path | None = None
+    save_history: bool = True
+    checkers: Sequence[Checker] = ALL
+
+
+def horizon_of(schedule: Schedule, config: CheckConfig) -> float:
+    if schedule.horizon is not None:
+        return schedule.horizon
+    last = max((s.at for s in schedule.steps), default=0.0)
+    return last + config.max_wait + config.hand_off_after + 3600.0
+
+
+def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> RunOutcome:
+    """Run one schedule; see the module docstring for the lifecycle."""
+    check_config = adapter.check_config()
+    history = History(wall=None if adapter.engine == "sim" else _REAL["time"])
+    started = wall()
+    skipped: list[str] = []
+    error: str | None = None
+    runtime: Runtime | None = None
+    ctx = RunContext(seed=schedule.seed, history=history,
+                     config=_runtime_config(adapter), hosts=schedule.hosts)
+    try:
+        runtime = adapter.open(ctx)
+        with _follow_wall_clock(runtime):
+            messages: dict[str, int] = {}
+            for step in schedule.steps:
+                runtime.advance(step.at)
+                _apply(runtime, step, history, skipped, messages)
+            runtime.advance(max(horizon_of(schedule, check_config), runtime.now()))
+            heal = _healed_at(schedule)
+            if heal is not None:
+                history.add("fault.heal", data={"at": heal})
+            runtime.finish()
+            history.add("run.end")
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # an adapter that crashes makes the run unknown, not the harness
+        error = f"{type(exc).__name__}: {exc}"
+        history.add("run.error", data={"error": error})
+    finally:
+        if runtime is not None:
+            try:
+                runtime.close()
+            except Exception as exc:
+                error = error or f"close failed: {type(exc).__name__}: {exc}"
+    elapsed = wall() - started
+    if error is None:
+        results = tuple(run_checkers(options.checkers, history, check_config))
+    else:
+        results = tuple(Result(c.name, None, reached=False, note=f"adapter crashed: {error}")
+                        for c in options.checkers)
+    outcome = RunOutcome(
+        name=schedule.name,
+        adapter=adapter.name,
+        seed=schedule.seed,
+        source=schedule.source,
+        results=results,
+        schedule_toml=schedule.to_toml(),
+        replay_command="",
+        virtual_time=history[-1].time if len(history) else 0.0,
+        wall_time=elapsed,
+        faults=schedule.faults(),
+        fault_points=_fault_points(history),
+        skipped_faults=tuple(skipped),
+        error=error,
+        expected=_expected(schedule),
+        alive=_alive(history),
+    )
+    return _save(outcome, schedule, history, options)
+
+
+def _runtime_config(adapter: Adapter) -> Any:
+    config = getattr(adapter, "config", None)
+    if config is not None:
+        return config
+    from reference_impl.ports import Config
+
+    return Config()
+
+
+@contextmanager
+def _follow_wall_clock(runtime: Runtime) -> Iterator[None]:
+    sim = getattr(runtime, "sim", None)
+    if isinstance(sim, Simulator):
+        with wall_clock_follows(sim.clock):
+            yield
+    else:
+        yield
+
+
+def _apply(runtime: Runtime, step: Step, history: History, skipped: list[str],
+           messages: dict[str, int]) -> None:
+    action = step.action
+    capability = CAPABILITY_OF.get(action)
+    if capability is not None and not isinstance(runtime, capability):
+        skipped.append(action)
+        history.add(f"fault.{action}", "info", data={"skipped": True,
+                                                     "reason": f"no {capability.__name__}"})
+        return
+    if action == "message":
+        session = step.get("session")
+        messages[session] = messages.get(session, 0) + 1
+        message_id = f"{session}.m{messages[session]}"
+        message = {"message_id": message_id, "text": step.get("text"),
+                   "user": step.get("user"), "plan": list(step.get("tools"))}
+        history.add("op.message", "invoke", session=session, data={"message_id": message_id})
+        runtime.send_message(session, message)
+        history.add("op.message", "ok", session=session, data={"message_id": message_id})
+    elif action in ("answer", "background"):
+        session = step.get("session")
+        cards = sorted(runtime.world.cards.open_cards(session), key=lambda c: c.shown_at)
+        kind = f"op.{action}"
+        if not cards:
+            history.add(kind, "invoke", session=session)
+            history.add(kind, "fail", session=session, data={"reason": "no open card"})
+            return
+        card = cards[0]
+        data = {"decision": step.get("decision")} if action == "answer" else {}
+        history.add(kind, "invoke", session=session, turn=card.turn, tool_call=card.tool_call,
+                    data=data)
+        if action == "answer":
+            runtime.answer(card.tool_call, step.get("decision"), step.get("user"))
+        else:
+            runtime.background(session, card.tool_call)
+        history.add(kind, "ok", session=session, turn=card.turn, tool_call=card.tool_call)
+    elif action == "cancel":
+        session = step.get("session")
+        history.add("op.cancel", "invoke", session=session)
+        runtime.cancel(session)
+        history.add("op.cancel", "ok", session=session)
+    elif action == "revoke":
+        runtime.world.directory.revoke(step.get("user"), step.get("tool"))
+    elif action == "grant":
+        runtime.world.directory.grant(step.get("user"), step.get("tool"))
+    elif action == "provider":
+        runtime.world.provider.inject(step.get("fault"), step.get("times"))
+        history.add("fault.provider", "info", data={"fault": step.get("fault"),
+                                                    "times": step.get("times")})
+    elif action == "deploy":
+        dep = runtime.deploy(step.get("version"))  # type: ignore[attr-defined]
+        history.add("fault.redeploy", "info", deployment=dep)
+    elif action == "gc-pause":
+        host = runtime.pause_host(step.get("host"), step.get("duration"))  # type: ignore[attr-defined]
+        history.add("fault.gc-pause", "info", host=host,
+                    data={"duration": step.get("duration")})
+    elif action == "crash":
+        host = runtime.crash_host(step.get("host"))  # type: ignore[attr-defined]
+        history.add("fault.crash", "info", host=host)
+    elif action == "arm":
+        runtime.arm(step.get("point"), step.get("action"),  # type: ignore[attr-defined]
+                    step.get("duration"), step.get("times"))
+        history.add("fault.arm", "info", data={"point": step.get("point"),
+                                               "action": step.get("action")})
+    elif action == "clock-jump":
+        runtime.clock_jump(step.get("duration"))  # type: ignore[attr-defined]
+        history.add("fault.clock-jump", "info", data={"duration": step.get("duration")})
+
+
+def _healed_at(schedule: Schedule) -> float | None:
+    heal = None
+    for step in schedule.steps:
+        if not step.is_fault:
+            continue
+        end = step.at
+        if step.action in ("gc-pause", "arm", "clock-jump"):
+            end += float(step.get("duration") or 0.0)
+        elif step.action == "crash":
+            end += RESTART_AFTER
+        heal = end if heal is None else max(heal, end)
+    return heal
+
+
+def _fault_points(history: History) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for record in history.of_kind("faultpoint.reached"):
+        point = str(record.data.get("point"))
+        counts[point] = counts.get(point, 0) + 1
+    return counts
+
+
+def _alive(history: History) -> tuple[tuple[float, int], ...]:
+    alive = 0
+    series: list[tuple[float, int]] = []
+    for record in history:
+        if record.kind == "deployment.registered":
+            alive += 1
+        elif record.kind == "deployment.drained":
+            alive -= 1
+        else:
+            continue
+        if series and series[-1][0] == record.time:
+            series[-1] = (record.time, alive)
+        else:
+            series.append((record.time, alive))
+    return tuple(series)
+
+
+def _expected(schedule: Schedule) -> str | None:
+    if not schedule.expect:
+        return None
+    return ", ".join(f"{k}={v}" for k, v in schedule.expect)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
+
+
+def _save(outcome: RunOutcome, schedule: Schedule, history: History,
+          options: RunOptions) -> RunOutcome:
+    spec = options.adapter_spec
+    if options.report_dir is None:
+        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule))
+    keep = options.save_history and (schedule.source == "scenario" or outcome.failed
+                                      or outcome.unknown)
+    if not keep:
+        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule))
+    run_dir = options.report_dir / "runs" / _slug(outcome.adapter) / _slug(schedule.name)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    history_path = history.save(run_dir / "history.jsonl")
+    schedule_path = run_dir / "schedule.toml"
+    schedule_path.write_text(schedule.to_toml(), encoding="utf-8")
+    replay_from = schedule.path if schedule.source == "scenario" and schedule.path else None
+    return replace(outcome, history_path=str(history_path),
+                   replay_command=_replay(spec, replay_from or str(schedule_path), schedule))
+
+
+def _replay(spec: str, path: str | None, schedule: Schedule) -> str:
+    target = path if path else "<save the schedule below as schedule.toml> schedule.toml"
+    return f"durable-chaos replay --adapter {spec} {target}"
+
+
+# ---------------------------------------------------------------------------- exploring
+
+
+class InvariantFailed(Exception):
+    """Raised inside the Hypothesis property so it shrinks the schedule; carries the run."""
+
+    def __init__(self, outcome: RunOutcome) -> None:
+        self.outcome = outcome
+        failing = [r.checker for r in outcome.results if r.valid is False]
+        super().__init__(f"{', '.join(failing)} failed on {outcome.name}")
+
+
+_failure_types: dict[str, type[InvariantFailed]] = {}
+
+
+def _failure_type(invariant: str) -> type[InvariantFailed]:
+    # Hypothesis shrinks distinct failures separately by exception type: one per invariant.
+    if invariant not in _failure_types:
+        name = "".join(p.capitalize() for p in invariant.split("-")) + "Failed"
+        _failure_types[invariant] = type(name, (InvariantFailed,), {})
+    return _failure_types[invariant]
+
+
+class _OutOfTime(BaseException):
+    """Stops a Hypothesis search when the time budget is spent (not a failure to shrink)."""
+
+
+@dataclass
+class Exploration:
+    runs: list[RunOutcome]
+    shrunk: list[RunOutcome]
+    examples: int = 0
+    wall_time: float = 0.0
+    out_of_time: bool = False
+
+
+def explore(
+    adapter: Adapter,
+    count: int,
+    seed: int,
+    options: RunOptions,
+    *,
+    invariant: str | None = None,
+    deadline: float | None = None,
+    on_run: Callable[[RunOutcome], None] | None = None,
+    size: Any = None,
+) -> Exploration:
+    """Run up to `count` generated schedules; shrink the first failure to a minimal one.
+
+    With `invariant`, only that invariant's failure counts (the pytest items per invariant).
+    Same seed, same schedules: `durable-chaos replay --seed S` reruns the exploration.
+    """
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import seed as hyp_seed
+
+    from harness.schedules.generate import Size, schedules
+
+    found = Exploration([], [])
+    quiet = replace(options, save_history=False)
+    failing_seen = False
+    started = wall()
+
+    @settings(max_examples=max(1, count), database=None, deadline=None,
+              phases=(Phase.generate, Phase.shrink), suppress_health_check=list(HealthCheck),
+              verbosity=Verbosity.quiet, report_multiple_bugs=False)
+    @hyp_seed(seed)
+    @given(schedules(size or Size()))
+    def prop(schedule: Schedule) -> None:
+        nonlocal failing_seen
+        if deadline is not None and wall() > deadline and not failing_seen:
+            raise _OutOfTime()
+        outcome = run_schedule(adapter, schedule, quiet)
+        if not failing_seen:
+            found.examples += 1
+            found.runs.append(outcome)
+            if on_run is not None:
+                on_run(outcome)
+        failing = [r.checker for r in outcome.results
+                   if r.valid is False and (invariant is None or r.checker == invariant)]
+        if failing:
+            failing_seen = True
+            raise _failure_type(failing[0])(outcome)
+
+    try:
+        prop()
+    except _OutOfTime:
+        found.out_of_time = True
+    except InvariantFailed as failure:
+        minimal = failure.outcome
+        # Re-run the minimal schedule with histories saved, for the report and replay.
+        schedule = _schedule_from(minimal)
+        final = run_schedule(adapter, replace(schedule, name=f"shrunk-{minimal.name}"),
+                             options)
+        found.shrunk.append(final)
+    found.wall_time = wall() - started
+    return found
+
+
+def _schedule_from(outcome: RunOutcome) -> Schedule:
+    import tomllib
+
+    from harness.schedules.scenario_file import parse_scenario
+
+    schedule = parse_scenario(tomllib.loads(outcome.schedule_toml), "<shrunk>", outcome.name)
+    return replace(schedule, source="generated", path=None)
+
+
+# ---------------------------------------------------------------------------- suites
+
+
+def environment() -> dict[str, str]:
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": str(os.cpu_count()),
+        "durable-chaos": _version(),
+    }
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("durable-chaos")
+    except Exception:
+        return "unknown"
+
+
+class Progress:
+    """One line per event on a pipe; a live line on a terminal."""
+
+    def __init__(self, total: int, stream: Any = None, enabled: bool = True) -> None:
+        self.total = total
+        self.done = 0
+        self.violations = 0
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._last = 0.0
+
+    def update(self, outcome: RunOutcome) -> None:
+        self.done += 1
+        bad = [r.checker for r in outcome.results if r.valid is False]
+        self.violations += len(bad)
+        if not self.enabled:
+            return
+        status = "FAIL " + ",".join(bad) if bad else ("unknown" if outcome.unknown else "ok")
+        line = (f"[{self.done}/{self.total}] {outcome.adapter} {outcome.name}: {status}"
+                f"  ({self.violations} violation(s) so far)")
+        now = wall()
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + line[:160])
+            if bad:
+                self.stream.write("\n")
+        elif bad or outcome.source == "scenario" or now - self._last > 2.0:
+            self.stream.write(line + "\n")
+            self._last = now
+        self.stream.flush()
+
+    def message(self, text: str) -> None:
+        if self.enabled:
+            if self.tty:
+                self.stream.write("\r\x1b[2K")
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.tty:
+            self.stream.write("\n")
+
+
+def run_suite(
+    adapter_specs: Sequence[str],
+    scenarios: Sequence[Schedule],
+    *,
+    schedules: int,
+    seed: int,
+    time_budget: float | None = None,
+    report_dir: Path | None = Path("reports"),
+    progress: bool = True,
+    stream: Any = None,
+) -> SuiteOutcome:
+    """Scenarios then generated schedules, per adapter; writes the report even if interrupted."""
+    adapters = [(spec, load_adapter(spec)) for spec in adapter_specs]
+    started = wall()
+    deadline = started + time_budget if time_budget else None
+    runs: list[RunOutcome] = []
+    shrunk: list[RunOutcome] = []
+    complete = True
+    total = len(adapters) * (len(scenarios) + schedules)
+    bar = Progress(total, stream, progress)
+    if report_dir is not None:
+        report_dir.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        # One freezer for the whole suite: starting freezegun costs more than a schedule.
+        stack.enter_context(wall_clock_follows(VirtualClock()))
+        try:
+            for spec, adapter in adapters:
+                options = RunOptions(adapter_spec=spec, report_dir=report_dir)
+                for scenario in scenarios:
+                    if deadline is not None and wall() > deadline:
+                        complete = False
+                        break
+                    outcome = run_schedule(adapter, scenario, options)
+                    runs.append(outcome)
+                    bar.update(outcome)
+                if schedules > 0:
+
+                    def record(outcome: RunOutcome) -> None:
+                        runs.append(outcome)
+                        bar.update(outcome)
+
+                    result = explore(adapter, schedules, seed, options, deadline=deadline,
+                                     on_run=record)
+                    shrunk.extend(result.shrunk)
+                    for minimal in result.shrunk:
+                        bad = [r for r in minimal.results if r.valid is False]
+                        for r in bad:
+                            bar.message(f"minimal failing schedule ({len(_steps(minimal))} "
+                                        f"steps) for {r.checker}: {minimal.replay_command}")
+                    if result.out_of_time:
+                        bar.message(f"time budget spent after {result.examples} generated "
+                                    "schedule(s)")
+        except KeyboardInterrupt:
+            complete = False
+            bar.message("interrupted: writing the report of what ran so far")
+        finally:
+            bar.close()
+    suite = SuiteOutcome(
+        adapters=tuple(spec for spec, _ in adapters),
+        seed=seed,
+        runs=tuple(runs),
+        wall_time=wall() - started,
+        complete=complete,
+        environment=environment(),
+        shrunk=tuple(shrunk),
+    )
+    if report_dir is not None:
+        write_outputs(suite, report_dir)
+    return suite
+
+
+def _steps(outcome: RunOutcome) -> list[str]:
+    return [line for line in outcome.schedule_toml.splitlines() if line == "[[step]]"]
+
+
+def write_outputs(suite: SuiteOutcome, report_dir: Path) -> Path:
+    from harness.report import write_report
+
+    return write_report(suite, report_dir)

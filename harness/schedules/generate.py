@@ -1,0 +1,93 @@
+"""Generated schedules (Hypothesis): random sessions, messages, answers at any time from 0 s
+to past 8 days, redeploys, pauses, crashes, provider faults and armed fault points.
+
+Hypothesis shrinks a failing schedule to a minimal one; it is printed as a scenario file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+
+from harness.schedules.model import Schedule, Step
+from harness.world import PROVIDER_FAULTS
+from reference_impl.faultpoints import POINTS
+
+DAY = 86400
+
+
+@dataclass(frozen=True)
+class Size:
+    """Upper bounds of a generated schedule (the benchmark's fixed size: 3, 10, 5)."""
+
+    sessions: int = 3
+    turns: int = 10
+    faults: int = 5
+    hosts: int = 2
+
+
+_TOOLS = ("send_email", "charge_card", "lookup", "notify")
+_FAULT_KINDS = ("gc-pause", "crash", "deploy", "provider", "arm", "answer-burst")
+
+# Times shrink toward 0; mixing scales makes both "within 5 minutes" and "day 7" likely.
+_times = st.one_of(
+    st.integers(0, 600),
+    st.integers(0, 3 * 3600),
+    st.integers(0, 9 * DAY),
+).map(float)
+
+
+def schedules(size: Size = Size()) -> st.SearchStrategy[Schedule]:
+    @st.composite
+    def build(draw: Any) -> Schedule:
+        sessions = draw(st.integers(1, size.sessions))
+        session = st.integers(1, sessions).map(lambda i: f"s{i}")
+        steps: list[Step] = []
+        for i in range(draw(st.integers(1, size.turns))):
+            tools = draw(st.lists(st.sampled_from(_TOOLS), max_size=2))
+            steps.append(Step(draw(_times), "message", (
+                ("session", draw(session)), ("text", f"m{i + 1}"), ("tools", tools),
+                ("user", "alice"))))
+        for _ in range(draw(st.integers(0, size.turns))):
+            steps.append(Step(draw(_times), "answer", (
+                ("session", draw(session)),
+                ("decision", draw(st.sampled_from(("approve", "approve", "deny")))),
+                ("user", "alice"))))
+        for _ in range(draw(st.integers(0, 2))):
+            what = draw(st.sampled_from(("background", "revoke")))
+            if what == "background":
+                steps.append(Step(draw(_times), "background", (("session", draw(session)),)))
+            else:
+                steps.append(Step(draw(_times), "revoke", (("user", "alice"), ("tool", "*"))))
+        for _ in range(draw(st.integers(0, size.faults))):
+            steps.append(_fault(draw, draw(_times)))
+        seed = draw(st.integers(0, 2**16))
+        ordered = tuple(sorted(steps, key=lambda s: s.at))
+        return Schedule(name=f"generated-{seed}", steps=ordered, seed=seed,
+                        hosts=size.hosts, source="generated")
+
+    return build()
+
+
+def _fault(draw: Any, at: float) -> Step:
+    kind = draw(st.sampled_from(_FAULT_KINDS))
+    host = draw(st.sampled_from(("owner", "any", "latest/1")))
+    if kind == "gc-pause":
+        duration = float(draw(st.sampled_from((5, 30, 90, 300, 900))))
+        return Step(at, "gc-pause", (("host", host), ("duration", duration)))
+    if kind == "crash":
+        return Step(at, "crash", (("host", host),))
+    if kind == "deploy":
+        return Step(at, "deploy", (("version", ""),))
+    if kind == "provider":
+        return Step(at, "provider", (("fault", draw(st.sampled_from(PROVIDER_FAULTS))),
+                                     ("times", 1)))
+    if kind == "arm":
+        action = draw(st.sampled_from(("crash", "pause")))
+        duration = float(draw(st.sampled_from((30, 120, 600))))
+        return Step(at, "arm", (("point", draw(st.sampled_from(sorted(POINTS)))),
+                                ("action", action), ("duration", duration), ("times", 1)))
+    # A person who answers twice in quick succession (double click, two devices).
+    return Step(at, "answer", (("session", "s1"), ("decision", "approve"), ("user", "alice")))

@@ -1,0 +1,156 @@
+"""Schedules: what happens when. Steps at virtual times: messages, answers, faults, deploys.
+
+A schedule is plain frozen data, written by hand (`scenarios/*.toml`) or generated, and
+printed back as a scenario file that replays it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+# action -> (required params, optional params with defaults)
+ACTIONS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
+    "message": (("session",), {"text": "hello", "tools": [], "user": "alice"}),
+    "answer": (("session",), {"decision": "approve", "user": "alice"}),
+    "background": (("session",), {}),
+    "cancel": (("session",), {}),
+    "revoke": ((), {"user": "alice", "tool": "*"}),
+    "grant": ((), {"user": "alice", "tool": "*"}),
+    "deploy": ((), {"version": ""}),
+    "gc-pause": ((), {"host": "owner", "duration": 120.0}),
+    "crash": ((), {"host": "owner"}),
+    "provider": (("fault",), {"times": 1}),
+    "arm": (("point",), {"action": "crash", "duration": 120.0, "times": 1}),
+    "clock-jump": (("duration",), {}),
+}
+
+FAULT_ACTIONS: Final = frozenset({"gc-pause", "crash", "deploy", "provider", "arm",
+                                  "clock-jump"})
+
+_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+
+
+def parse_duration(value: Any) -> float:
+    """'90s', '5m', '2h30m', '8d', or a number of seconds. Raises ValueError with the fix."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration like '5m' or '8d', got {value!r}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(f"a duration cannot be negative, got {value!r}")
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip().replace(" ", "")
+        pos, total = 0, 0.0
+        for match in _DURATION.finditer(text):
+            if match.start() != pos:
+                break
+            total += float(match.group(1)) * _UNITS[match.group(2)]
+            pos = match.end()
+        if text and pos == len(text):
+            return total
+    raise ValueError(
+        f"expected a duration like '90s', '5m', '2h30m' or '8d' (or seconds), got {value!r}"
+    )
+
+
+def format_duration(seconds: float) -> str:
+    if seconds == 0:
+        return "0s"
+    for unit in ("d", "h", "m", "s"):
+        size = _UNITS[unit]
+        if seconds >= size and (seconds / size) == int(seconds / size):
+            return f"{int(seconds / size)}{unit}"
+    if seconds >= 1:
+        return f"{seconds:g}s"
+    return f"{int(round(seconds * 1000))}ms"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    at: float
+    action: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def get(self, name: str, default: Any = None) -> Any:
+        for key, value in self.params:
+            if key == name:
+                return value
+        return default
+
+    @property
+    def is_fault(self) -> bool:
+        return self.action in FAULT_ACTIONS
+
+    def describe(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params)
+        return f"{format_duration(self.at)}: {self.action}({args})"
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    name: str
+    steps: tuple[Step, ...]
+    seed: int = 0
+    description: str = ""
+    hosts: int = 2
+    horizon: float | None = None  # run until; default: last step + max_wait + margin
+    expect: tuple[tuple[str, str], ...] = ()  # invariant -> "pass" | "fail"
+    source: str = "scenario"
+    path: str | None = None
+
+    def expected(self, invariant: str) -> str | None:
+        for name, outcome in self.expect:
+            if name in (invariant, "all"):
+                return outcome
+        return None
+
+    def faults(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for step in self.steps:
+            if step.is_fault:
+                counts[step.action] = counts.get(step.action, 0) + 1
+        return counts
+
+    def to_toml(self) -> str:
+        """The schedule as a scenario file that replays it."""
+        lines = [f"name = {_toml(self.name)}"]
+        if self.description:
+            lines.append(f"description = {_toml(self.description)}")
+        lines.append(f"seed = {self.seed}")
+        lines.append(f"hosts = {self.hosts}")
+        if self.horizon is not None:
+            lines.append(f"horizon = {_toml(format_duration(self.horizon))}")
+        if self.expect:
+            lines.append("")
+            lines.append("[expect]")
+            lines.extend(f"{_key(k)} = {_toml(v)}" for k, v in self.expect)
+        for step in self.steps:
+            lines.append("")
+            lines.append("[[step]]")
+            lines.append(f"at = {_toml(format_duration(step.at))}")
+            lines.append(f"do = {_toml(step.action)}")
+            for key, value in step.params:
+                if key in ("duration",) and isinstance(value, int | float):
+                    value = format_duration(float(value))
+                lines.append(f"{_key(key)} = {_toml(value)}")
+        return "\n".join(lines) + "\n"
+
+
+def _key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} to TOML")

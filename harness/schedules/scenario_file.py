@@ -1,0 +1,155 @@
+"""Reading `scenarios/*.toml`: every mistake is one line naming the file, field and fix."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ScenarioError
+from harness.schedules.model import ACTIONS, Schedule, Step, parse_duration
+from harness.world import DEFAULT_TOOLS, PROVIDER_FAULTS
+from reference_impl.faultpoints import POINTS
+
+_TOP = {"name", "description", "seed", "hosts", "horizon", "expect", "step"}
+_OUTCOMES = ("pass", "fail")
+
+
+def load_scenario(path: str | Path) -> Schedule:
+    path = Path(path)
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(where, "-", f"cannot read the file ({exc.strerror})",
+                            "check the path") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(where, "-", f"not valid TOML ({exc})",
+                            "see scenarios/README.md for the format") from None
+    return parse_scenario(data, where, path.stem)
+
+
+def parse_scenario(data: dict[str, Any], where: str, default_name: str) -> Schedule:
+    unknown = sorted(set(data) - _TOP)
+    if unknown:
+        raise ScenarioError(where, unknown[0], "unknown field",
+                            f"use one of {sorted(_TOP)}")
+    name = data.get("name", default_name)
+    if not isinstance(name, str) or not name:
+        raise ScenarioError(where, "name", f"expected a non-empty string, got {name!r}",
+                            'write name = "my-scenario"')
+    seed = data.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ScenarioError(where, "seed", f"expected an integer, got {seed!r}",
+                            "write seed = 1")
+    hosts = data.get("hosts", 2)
+    if not isinstance(hosts, int) or isinstance(hosts, bool) or not 1 <= hosts <= 16:
+        raise ScenarioError(where, "hosts", f"expected an integer from 1 to 16, got {hosts!r}",
+                            "write hosts = 2")
+    horizon = None
+    if "horizon" in data:
+        horizon = _duration(data["horizon"], where, "horizon")
+    expect = _expect(data.get("expect", {}), where)
+    raw_steps = data.get("step", [])
+    if not isinstance(raw_steps, list) or not raw_steps:
+        raise ScenarioError(where, "step", "a scenario needs at least one [[step]]",
+                            'add [[step]] with at = "0s" and do = "message"')
+    steps = tuple(_step(raw, where, i) for i, raw in enumerate(raw_steps))
+    return Schedule(
+        name=name,
+        steps=tuple(sorted(steps, key=lambda s: s.at)),
+        seed=seed,
+        description=str(data.get("description", "")),
+        hosts=hosts,
+        horizon=horizon,
+        expect=expect,
+        source="scenario",
+        path=where,
+    )
+
+
+def _expect(raw: Any, where: str) -> tuple[tuple[str, str], ...]:
+    from harness.checkers import ALL
+
+    if not isinstance(raw, dict):
+        raise ScenarioError(where, "expect", "expected a table",
+                            'write [expect] then all = "pass"')
+    names = {c.name for c in ALL} | {"all"}
+    out = []
+    for key, value in raw.items():
+        if key not in names:
+            raise ScenarioError(where, f"expect.{key}", "unknown invariant",
+                                f"use one of {sorted(names)}")
+        if value not in _OUTCOMES:
+            raise ScenarioError(where, f"expect.{key}", f"expected 'pass' or 'fail', got "
+                                f"{value!r}", f'write {key} = "pass"')
+        out.append((key, value))
+    return tuple(out)
+
+
+def _duration(value: Any, where: str, field: str) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise ScenarioError(where, field, str(exc), "write a duration like \"5m\"") from None
+
+
+def _step(raw: Any, where: str, index: int) -> Step:
+    here = f"step[{index}]"
+    if not isinstance(raw, dict):
+        raise ScenarioError(where, here, "expected a table", "write [[step]] blocks")
+    action = raw.get("do")
+    if action not in ACTIONS:
+        raise ScenarioError(where, f"{here}.do", f"unknown action {action!r}",
+                            f"use one of {sorted(ACTIONS)}")
+    if "at" not in raw:
+        raise ScenarioError(where, f"{here}.at", "missing", 'add at = "0s"')
+    at = _duration(raw["at"], where, f"{here}.at")
+    required, optional = ACTIONS[action]
+    params: dict[str, Any] = {}
+    for key in required:
+        if key not in raw:
+            raise ScenarioError(where, f"{here}.{key}", f"'{action}' needs {key}",
+                                f"add {key} = ...")
+        params[key] = raw[key]
+    for key, default in optional.items():
+        params[key] = raw.get(key, default)
+    extra = sorted(set(raw) - {"at", "do"} - set(required) - set(optional))
+    if extra:
+        raise ScenarioError(where, f"{here}.{extra[0]}", f"'{action}' takes no {extra[0]}",
+                            f"its fields are {sorted({*required, *optional})}")
+    for key in ("duration",):
+        if key in params:
+            params[key] = _duration(params[key], where, f"{here}.{key}")
+    _validate(action, params, where, here)
+    return Step(at, action, tuple(params.items()))
+
+
+def _validate(action: str, params: dict[str, Any], where: str, here: str) -> None:
+    if action == "provider" and params["fault"] not in PROVIDER_FAULTS:
+        raise ScenarioError(where, f"{here}.fault", f"unknown provider fault "
+                            f"{params['fault']!r}", f"use one of {list(PROVIDER_FAULTS)}")
+    if action == "arm":
+        if params["point"] not in POINTS:
+            raise ScenarioError(where, f"{here}.point", f"unknown fault point "
+                                f"{params['point']!r}", f"use one of {sorted(POINTS)}")
+        if params["action"] not in ("crash", "pause"):
+            raise ScenarioError(where, f"{here}.action", f"unknown action "
+                                f"{params['action']!r}", "use 'crash' or 'pause'")
+    if action == "message":
+        tools = params["tools"]
+        if not isinstance(tools, list) or any(t not in DEFAULT_TOOLS for t in tools):
+            raise ScenarioError(where, f"{here}.tools", f"expected a list of tool names, got "
+                                f"{tools!r}", f"use tools from {sorted(DEFAULT_TOOLS)}")
+    if action == "answer" and params["decision"] not in ("approve", "deny"):
+        raise ScenarioError(where, f"{here}.decision", f"unknown decision "
+                            f"{params['decision']!r}", "use 'approve' or 'deny'")
+    for key in ("session", "host", "user", "tool", "version", "text"):
+        if key in params and not isinstance(params[key], str):
+            raise ScenarioError(where, f"{here}.{key}", f"expected a string, got "
+                                f"{params[key]!r}", f'write {key} = "..."')
+    if not isinstance(params.get("times", 1), int) or params.get("times", 1) < 1:
+        raise ScenarioError(where, f"{here}.times", "expected a positive integer",
+                            "write times = 1")
