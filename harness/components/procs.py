@@ -33,10 +33,6 @@ __all__ = [
 
 _PR_SET_PDEATHSIG = 1
 
-# Graceful signals in the order `stop` tries them. SIGINT comes second because hypercorn with
-# `--workers 0` may ignore SIGTERM while a client (Restate) holds its connection open.
-_GRACEFUL: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
-
 
 def _load_prctl() -> Callable[[int, int], int] | None:
     # Resolved in the parent: the preexec hook runs between fork and exec, where loading a
@@ -226,13 +222,14 @@ class ProcessGroup:
         _unregister(self)
         return code
 
-    def stop(self, timeout: float = 5.0) -> int | None:
+    def stop(self, timeout: float = 5.0, *, term_grace: float | None = None) -> int | None:
         """SIGTERM, then SIGINT, then SIGKILL, waiting for the group to exit between them.
 
-        `timeout` is the budget for the graceful signals together (split evenly); the final
-        SIGKILL is waited for on top of it. Returns the leader's exit status.
+        `timeout` is the budget for the graceful signals together: SIGTERM gets `term_grace`
+        (half by default), SIGINT the rest; the final SIGKILL is waited for on top of it.
+        Returns the leader's exit status.
         """
-        _stop_groups([self], timeout)
+        _stop_groups([self], _phases(timeout, term_grace))
         return self._popen.poll()
 
     def wait(self, timeout: float | None = None) -> int:
@@ -280,12 +277,22 @@ class ProcessGroup:
         return f"<ProcessGroup {self.name} pid={self.pid} {state}>"
 
 
-def _stop_groups(groups: Iterable[ProcessGroup], timeout: float) -> None:
+def _phases(timeout: float, term_grace: float | None) -> list[tuple[signal.Signals, float]]:
+    # SIGINT after SIGTERM: hypercorn with `--workers 0` ignores SIGTERM while a client
+    # (Restate) holds a connection open, but exits on SIGINT.
+    timeout = max(timeout, 0.0)
+    term = timeout / 2 if term_grace is None else min(max(term_grace, 0.0), timeout)
+    return [(signal.SIGTERM, term), (signal.SIGINT, timeout - term)]
+
+
+def _stop_groups(
+    groups: Iterable[ProcessGroup], phases: Sequence[tuple[signal.Signals, float]]
+) -> None:
     """Escalate TERM, INT, KILL over several groups at once, so they stop in parallel."""
-    pending = [g for g in groups if g.alive]
+    targets = list(groups)
+    pending = [g for g in targets if g.alive]
     if pending:
-        step = max(timeout, 0.0) / len(_GRACEFUL)
-        for sig in _GRACEFUL:
+        for sig, step in phases:
             for group in pending:
                 group.signal(sig)
                 # A stopped process does not act on TERM/INT until it is continued; it may
@@ -298,7 +305,7 @@ def _stop_groups(groups: Iterable[ProcessGroup], timeout: float) -> None:
         for group in pending:
             group.signal(signal.SIGKILL)
         _wait_groups_gone(pending, time.monotonic() + 10.0)
-    for group in groups:
+    for group in targets:
         if group._popen.poll() is None:
             group._reap(1.0)
         if not group.alive:
@@ -344,7 +351,7 @@ def stop_all(timeout: float = 3.0) -> None:
     """Stop every live group this process started (TERM, INT, KILL, all in parallel)."""
     groups = live_groups()
     if groups:
-        _stop_groups(groups, timeout)
+        _stop_groups(groups, _phases(timeout, None))
 
 
 atexit.register(stop_all)
