@@ -1,0 +1,71 @@
+"""Checkers, one per invariant of the design; each judges a finished history and returns data.
+
+`ALL` lists them in the design's order; `by_name` finds one; `run_checkers` composes them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from harness.checkers.access import AccessRechecked
+from harness.checkers.base import (
+    CheckConfig,
+    Checker,
+    Result,
+    Valid,
+    Violation,
+    cite,
+    run_checkers,
+    verdict,
+)
+from harness.checkers.busy import BusyRule
+from harness.checkers.effects import NoDuplicateEffects
+from harness.checkers.fencing import Fencing
+from harness.checkers.liveness import Liveness
+from harness.checkers.pinning import PinningBound
+from harness.checkers.recovery import ConservativeRecovery
+from harness.checkers.turns import TurnOutcome
+from harness.errors import ConfigError
+
+__all__ = [
+    "ALL",
+    "AccessRechecked",
+    "BusyRule",
+    "CheckConfig",
+    "Checker",
+    "ConservativeRecovery",
+    "Fencing",
+    "Liveness",
+    "NoDuplicateEffects",
+    "PinningBound",
+    "Result",
+    "TurnOutcome",
+    "Valid",
+    "Violation",
+    "by_name",
+    "cite",
+    "run_checkers",
+    "verdict",
+]
+
+ALL: Final[tuple[Checker, ...]] = (
+    NoDuplicateEffects(),
+    PinningBound(),
+    BusyRule(),
+    Fencing(),
+    TurnOutcome(),
+    AccessRechecked(),
+    ConservativeRecovery(),
+    Liveness(),
+)
+
+
+def by_name(name: str) -> Checker:
+    """The checker called `name` (as in `ALL`); a ConfigError naming the valid ones if none."""
+    for checker in ALL:
+        if checker.name == name:
+            return checker
+    raise ConfigError(
+        f"Expected a checker name but got name={name!r}; "
+        f"choose one of: {', '.join(c.name for c in ALL)}"
+    )

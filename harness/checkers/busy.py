@@ -1,0 +1,123 @@
+"""busy-rule: one turn at a time per session, queued messages in order.
+
+A turn is in progress from `turn.started` until `turn.ended`, including while it waits on a
+person as state (`turn.waiting`): with the hand-off no invocation runs then, which is exactly
+why the controller must treat `activeTurnInvocationId or waitingTurn` as busy. A new message
+for a waiting turn must end it (`turn.ended`, like a steer) before the next turn starts.
+
+Messages that found the session busy (`message.queued`) start their turns in the order they
+were queued (FIFO). A message that started a turn without being queued is not in the FIFO.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import final
+
+from harness.checkers._common import Dedup, at, attr, guarded
+from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.history import History, Record
+
+_KINDS = frozenset(
+    {"turn.started", "turn.ended", "turn.waiting", "turn.resumed", "message.queued",
+     "message.received"}
+)
+
+
+@dataclass(slots=True)
+class _Session:
+    # turn id -> its turn.started record, in start order.
+    turns: dict[str, Record] = field(default_factory=dict)
+    # turn id -> its turn.waiting record while it waits as state.
+    waiting: dict[str, Record] = field(default_factory=dict)
+    fifo: deque[tuple[str, Record]] = field(default_factory=deque)
+    queued: set[str] = field(default_factory=set)
+
+
+@final
+class BusyRule:
+    name: str = "busy-rule"
+    description: str = (
+        "Each session runs at most one turn at a time (a turn waiting on a person still "
+        "counts) and starts queued messages in the order they were queued."
+    )
+
+    def check(self, history: History, config: CheckConfig) -> Result:
+        return guarded(self.name, self._check, history, config)
+
+    def _check(self, history: History, config: CheckConfig) -> Result:
+        sessions: dict[str, _Session] = {}
+        dedup = Dedup()
+        violations: list[Violation] = []
+        contended = False
+        turns = queued = 0
+        max_queue = 0
+        for r in history.records:
+            kind = r.kind
+            if kind not in _KINDS or not dedup.fresh(r):
+                continue
+            sid = attr(r, "session")
+            if sid is None:
+                continue
+            s = sessions.get(sid)
+            if s is None:
+                s = sessions[sid] = _Session()
+            turn = attr(r, "turn")
+            if kind == "turn.started":
+                if turn is None or turn in s.turns:
+                    continue
+                turns += 1
+                if s.turns:
+                    contended = True
+                    other, since = next(iter(s.turns.items()))
+                    wait = s.waiting.get(other)
+                    state = (f"waiting on tool call {attr(wait, 'tool_call')} since "
+                             f"{at(wait.time)}" if wait is not None else "running")
+                    violations.append(Violation(
+                        f"session {sid}: turn {turn} started at {at(r.time)} while turn {other} "
+                        f"(started at {at(since.time)}) was still in progress ({state}): "
+                        f"{since.describe()}; {r.describe()}",
+                        cite(x for x in (since, wait, r) if x is not None),
+                    ))
+                s.turns[turn] = r
+                message = r.data.get("message")
+                if message is not None and message in s.queued:
+                    while s.fifo and s.fifo[0][0] not in s.queued:
+                        s.fifo.popleft()
+                    head, head_rec = s.fifo[0]
+                    if head != message:
+                        violations.append(Violation(
+                            f"session {sid}: message {message} started turn {turn} at "
+                            f"{at(r.time)} before message {head}, which was queued earlier at "
+                            f"{at(head_rec.time)}: {head_rec.describe()}; {r.describe()}",
+                            cite((head_rec, r)),
+                        ))
+                    s.queued.discard(message)
+            elif kind == "turn.ended":
+                if turn is not None:
+                    s.turns.pop(turn, None)
+                    s.waiting.pop(turn, None)
+            elif kind == "turn.waiting":
+                if turn is not None and turn in s.turns:
+                    s.waiting[turn] = r
+            elif kind == "turn.resumed":
+                if turn is not None:
+                    s.waiting.pop(turn, None)
+            elif kind == "message.queued":
+                message = r.data.get("message")
+                contended = True
+                if message is None or message in s.queued:
+                    continue
+                queued += 1
+                s.queued.add(message)
+                s.fifo.append((message, r))
+                max_queue = max(max_queue, len(s.queued))
+            elif kind == "message.received" and s.turns:
+                contended = True
+        return verdict(
+            self.name, violations, reached=contended or bool(violations),
+            note="" if contended else "no message arrived while its session was busy",
+            stats={"turns": float(turns), "queued": float(queued),
+                   "max_queue": float(max_queue)},
+        )

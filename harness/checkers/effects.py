@@ -1,0 +1,78 @@
+"""no-duplicate-effects: the world saw each effect at most once.
+
+Judged on the world's own records, not on what the runtime says it did: `effect.delivered` is
+written by the outbox, the ledger or the model provider on the first delivery for a key. Two
+deliveries under one key mean the world's idempotency failed; two deliveries of one logical
+effect (one tool call, one model step) under different keys mean the runtime re-executed it
+without its key, which is the failure idempotency keys exist to prevent.
+"""
+
+from __future__ import annotations
+
+from typing import final
+
+from harness.checkers._common import attr, guarded
+from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.history import History, Record
+
+
+@final
+class NoDuplicateEffects:
+    name: str = "no-duplicate-effects"
+    description: str = (
+        "Every external effect (email, charge, model call) is delivered to the world at most "
+        "once: once per idempotency key and once per logical effect."
+    )
+
+    def check(self, history: History, config: CheckConfig) -> Result:
+        return guarded(self.name, self._check, history, config)
+
+    def _check(self, history: History, config: CheckConfig) -> Result:
+        by_key: dict[str, Record] = {}
+        by_logical: dict[tuple[str, str], Record] = {}
+        violations: list[Violation] = []
+        attempted = delivered = deduplicated = 0
+        for r in history.records:
+            kind = r.kind
+            if kind == "effect.attempted":
+                attempted += 1
+                continue
+            if kind == "effect.deduplicated":
+                deduplicated += 1
+                continue
+            if kind != "effect.delivered":
+                continue
+            delivered += 1
+            key = attr(r, "key")
+            effect = str(r.data.get("effect", "effect"))
+            if key is not None:
+                first = by_key.get(key)
+                if first is None:
+                    by_key[key] = r
+                else:
+                    violations.append(Violation(
+                        f"{effect} with idempotency key {key} was delivered twice: "
+                        f"{first.describe()}, then {r.describe()}",
+                        cite((first, r)),
+                    ))
+                    continue
+            logical = r.data.get("logical")
+            if logical is None:
+                continue
+            slot = (effect, str(logical))
+            first = by_logical.get(slot)
+            if first is None:
+                by_logical[slot] = r
+            else:
+                violations.append(Violation(
+                    f"{effect} {logical} was delivered twice under different idempotency keys "
+                    f"({attr(first, 'key')} and {key}): {first.describe()}, then "
+                    f"{r.describe()}",
+                    cite((first, r)),
+                ))
+        return verdict(
+            self.name, violations, reached=delivered > 0,
+            note="" if delivered else "no effect was delivered",
+            stats={"attempted": attempted, "delivered": delivered,
+                   "deduplicated": deduplicated},
+        )

@@ -1,0 +1,206 @@
+"""fencing: only the current owner writes a thread's log, and the log is linear.
+
+Two sources, checked against each other:
+
+- as the run goes, `threadlog.assigned` (the control row got a new epoch) and
+  `threadlog.appended` (the store accepted an entry): an accepted append must carry the epoch
+  that was current then, i.e. the latest assignment observed for that session;
+- at the end, the store itself (`threadlog.committed`, one per entry; `threadlog.owner`, the
+  final control row): seqs run 1..n without gap or duplicate, epochs never go down along the
+  log (an older epoch after a newer one is a stale write that landed), every epoch was
+  assigned, to the owner that wrote under it, and every accepted append is there unchanged.
+
+Rejected appends (`threadlog.rejected`) are the fence working, not a violation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, final
+
+from harness.checkers._common import Dedup, at, attr, guarded
+from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.history import History, Record
+
+_KINDS = frozenset(
+    {"threadlog.assigned", "threadlog.appended", "threadlog.rejected", "threadlog.committed",
+     "threadlog.owner"}
+)
+
+
+@dataclass(slots=True)
+class _Thread:
+    epoch: int | None = None
+    current: Record | None = None
+    assigned: dict[int, Record] = field(default_factory=dict)
+    appended: dict[int, Record] = field(default_factory=dict)
+    committed: list[tuple[int, int, Record]] = field(default_factory=list)
+    final: Record | None = None
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+@final
+class Fencing:
+    name: str = "fencing"
+    description: str = (
+        "Every accepted thread-log write carries the owner's current epoch, and each "
+        "thread's committed log is one linear sequence with no gap, duplicate or stale write."
+    )
+
+    def check(self, history: History, config: CheckConfig) -> Result:
+        return guarded(self.name, self._check, history, config)
+
+    def _check(self, history: History, config: CheckConfig) -> Result:
+        threads: dict[str, _Thread] = {}
+        dedup = Dedup()
+        violations: list[Violation] = []
+        appended = rejected = committed = 0
+        for r in history.records:
+            kind = r.kind
+            if kind not in _KINDS or not dedup.fresh(r):
+                continue
+            sid = attr(r, "session")
+            if sid is None:
+                continue
+            t = threads.get(sid)
+            if t is None:
+                t = threads[sid] = _Thread()
+            epoch = _int(attr(r, "epoch"))
+            if kind == "threadlog.assigned":
+                if epoch is None:
+                    continue
+                t.assigned.setdefault(epoch, r)
+                # Epochs only go up; an older assignment seen late changes nothing.
+                if t.epoch is None or epoch > t.epoch:
+                    t.epoch, t.current = epoch, r
+            elif kind == "threadlog.appended":
+                seq = _int(attr(r, "seq"))
+                if seq is None or epoch is None:
+                    continue
+                first = t.appended.get(seq)
+                if first is not None:
+                    if _int(attr(first, "epoch")) != epoch:
+                        violations.append(Violation(
+                            f"session {sid}: seq {seq} was accepted twice, under epoch "
+                            f"{attr(first, 'epoch')} and under epoch {epoch}: the log forked: "
+                            f"{first.describe()}; {r.describe()}",
+                            cite((first, r)),
+                        ))
+                    continue
+                appended += 1
+                t.appended[seq] = r
+                if t.epoch is None or t.current is None or epoch == t.epoch:
+                    continue
+                owner = t.current.data.get("owner")
+                whose = f" (owner {owner})" if owner is not None else ""
+                if epoch < t.epoch:
+                    what = (f"although epoch {t.epoch}{whose} was current since "
+                            f"{at(t.current.time)}: a stale write landed")
+                else:
+                    what = f"an epoch never assigned (the current one is {t.epoch}{whose})"
+                violations.append(Violation(
+                    f"session {sid}: append seq {seq} with epoch {epoch} was accepted at "
+                    f"{at(r.time)}, {what}: {t.current.describe()}; {r.describe()}",
+                    cite((t.current, r)),
+                ))
+            elif kind == "threadlog.rejected":
+                rejected += 1
+            elif kind == "threadlog.committed":
+                seq = _int(attr(r, "seq"))
+                if seq is None or epoch is None:
+                    continue
+                committed += 1
+                t.committed.append((seq, epoch, r))
+            elif kind == "threadlog.owner":
+                t.final = r
+
+        for sid, t in threads.items():
+            violations.extend(_check_log(sid, t))
+
+        reassigned = sum(1 for t in threads.values() if len(t.assigned) > 1)
+        reached = reassigned > 0 or rejected > 0 or bool(violations)
+        return verdict(
+            self.name, violations, reached=reached,
+            note="" if reached else "no thread changed owner and no append was rejected",
+            stats={"appended": float(appended), "rejected": float(rejected),
+                   "committed": float(committed), "reassigned_threads": float(reassigned)},
+        )
+
+
+def _check_log(sid: str, t: _Thread) -> list[Violation]:
+    out: list[Violation] = []
+    if not t.committed:
+        return out
+    entries = sorted(t.committed, key=lambda e: (e[0], e[2].index))
+    expected = 1
+    newest: tuple[int, Record] | None = None
+    final_epoch = _int(attr(t.final, "epoch")) if t.final is not None else None
+    seen: dict[int, Record] = {}
+    for seq, epoch, r in entries:
+        if seq in seen:
+            out.append(Violation(
+                f"session {sid}: the committed log holds seq {seq} twice: "
+                f"{seen[seq].describe()}; {r.describe()}",
+                cite((seen[seq], r)),
+            ))
+            continue
+        seen[seq] = r
+        if seq != expected:
+            missing = f"{expected}" if seq == expected + 1 else f"{expected}..{seq - 1}"
+            out.append(Violation(
+                f"session {sid}: the committed log jumps to seq {seq}; seq {missing} is "
+                f"missing: {r.describe()}",
+                cite((r,)),
+            ))
+        expected = seq + 1
+        if newest is not None and epoch < newest[0]:
+            out.append(Violation(
+                f"session {sid}: committed seq {seq} carries epoch {epoch}, after seq "
+                f"{attr(newest[1], 'seq')} was written under the newer epoch {newest[0]}: "
+                f"a stale write landed: {newest[1].describe()}; {r.describe()}",
+                cite((newest[1], r)),
+            ))
+        elif newest is None or epoch > newest[0]:
+            newest = (epoch, r)
+        grant = t.assigned.get(epoch)
+        if t.assigned and grant is None:
+            out.append(Violation(
+                f"session {sid}: committed seq {seq} carries epoch {epoch}, which was never "
+                f"assigned (assigned: {sorted(t.assigned)}): {r.describe()}",
+                cite((r,)),
+            ))
+        elif grant is not None:
+            owner, writer = grant.data.get("owner"), r.data.get("owner")
+            if owner is not None and writer is not None and owner != writer:
+                out.append(Violation(
+                    f"session {sid}: committed seq {seq} was written by {writer} under epoch "
+                    f"{epoch}, which was assigned to {owner}: {grant.describe()}; "
+                    f"{r.describe()}",
+                    cite((grant, r)),
+                ))
+        if final_epoch is not None and t.final is not None and epoch > final_epoch:
+            out.append(Violation(
+                f"session {sid}: committed seq {seq} carries epoch {epoch}, above the final "
+                f"epoch {final_epoch} of the control row: {t.final.describe()}; "
+                f"{r.describe()}",
+                cite((t.final, r)),
+            ))
+        accepted = t.appended.get(seq)
+        if accepted is not None and _int(attr(accepted, "epoch")) != epoch:
+            out.append(Violation(
+                f"session {sid}: seq {seq} was accepted under epoch {attr(accepted, 'epoch')} "
+                f"but the committed log has epoch {epoch} there: the log was rewritten: "
+                f"{accepted.describe()}; {r.describe()}",
+                cite((accepted, r)),
+            ))
+    for seq, accepted in t.appended.items():
+        if seq not in seen:
+            out.append(Violation(
+                f"session {sid}: append seq {seq} was accepted but is missing from the "
+                f"committed log: {accepted.describe()}",
+                cite((accepted,)),
+            ))
+    return out

@@ -1,0 +1,279 @@
+"""pinning-bound: waits do not keep deployments alive.
+
+An invocation is pinned to the deployment that started it until it completes; a suspended
+invocation keeps that deployment from being retired. The design bounds every suspension by
+`hand_off_after` (after which the wait moves into state), so every superseded deployment
+drains within that bound too.
+
+Two rules, both against `hand_off_after + tolerance`:
+
+- every suspended interval (`invocation.suspended` until `invocation.resumed`, `.completed` or
+  the end of the run) is within the bound;
+- every superseded deployment drains within the bound, unless what keeps it is a fault (a
+  paused or crashed host, a failing provider) rather than a suspended invocation.
+
+Time during which a host was paused or crashed is not counted against either bound: a
+suspended caller may be waiting on a callee stuck on a paused host, and that is the fault's
+doing, not a wait on a person. All hosts count, not just the deployment's own, because the
+callee may run on a newer deployment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import final
+
+from harness.checkers._common import FAULT_KINDS, Faults, at, guarded, limit_text, overlap
+from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.history import History, Record, fmt_duration
+
+
+@dataclass(slots=True)
+class _Suspension:
+    start: Record
+    deployment: str | None
+    end: Record | None = None
+
+
+@dataclass(slots=True)
+class _Pin:
+    deployment: str
+    since: float
+    start: Record
+    until: float | None = None
+
+
+@dataclass(slots=True)
+class _Invocation:
+    id: str
+    target: str | None = None
+    pins: list[_Pin] = field(default_factory=list)
+    suspensions: list[_Suspension] = field(default_factory=list)
+    open: _Suspension | None = None
+    paused: Record | None = None
+    completed: Record | None = None
+
+
+@final
+class PinningBound:
+    name: str = "pinning-bound"
+    description: str = (
+        "No invocation stays suspended, and no superseded deployment stays pinned, longer "
+        "than the hand-off bound."
+    )
+
+    def check(self, history: History, config: CheckConfig) -> Result:
+        return guarded(self.name, self._check, history, config)
+
+    def _check(self, history: History, config: CheckConfig) -> Result:
+        invocations: dict[str, _Invocation] = {}
+        versions: dict[str, str] = {}
+        superseded: dict[str, Record] = {}
+        drained: dict[str, Record] = {}
+        live: dict[str, int] = {}
+        faults = Faults()
+        end: float | None = None
+        last = 0.0
+
+        def inv_of(r: Record) -> _Invocation | None:
+            inv_id = r.invocation
+            if inv_id is None:
+                return None
+            inv = invocations.get(inv_id)
+            if inv is None:
+                inv = invocations[inv_id] = _Invocation(inv_id)
+            target = r.data.get("target")
+            if target is not None and inv.target is None:
+                inv.target = str(target)
+            return inv
+
+        def unpin(inv: _Invocation, r: Record) -> None:
+            if not inv.pins or inv.pins[-1].until is not None:
+                return
+            pin = inv.pins[-1]
+            pin.until = r.time
+            live[pin.deployment] = live.get(pin.deployment, 1) - 1
+            if live[pin.deployment] <= 0 and pin.deployment in superseded:
+                drained.setdefault(pin.deployment, r)
+
+        def close(inv: _Invocation, r: Record) -> None:
+            if inv.open is not None:
+                inv.open.end = r
+                inv.open = None
+
+        for r in history.records:
+            kind = r.kind
+            if kind in FAULT_KINDS:
+                faults.feed(r)
+                continue
+            if not (kind.startswith("invocation.") or kind.startswith("deployment.")):
+                if kind == "run.end":
+                    end = r.time
+                last = max(last, r.time)
+                continue
+            last = max(last, r.time)
+            if kind == "invocation.started":
+                inv = inv_of(r)
+                if inv is not None and r.deployment is not None:
+                    unpin(inv, r)
+                    inv.pins.append(_Pin(r.deployment, r.time, r))
+                    live[r.deployment] = live.get(r.deployment, 0) + 1
+            elif kind == "invocation.suspended":
+                inv = inv_of(r)
+                if inv is not None and inv.open is None:
+                    dep = r.deployment or (inv.pins[-1].deployment if inv.pins else None)
+                    inv.open = _Suspension(r, dep)
+                    inv.suspensions.append(inv.open)
+            elif kind == "invocation.resumed":
+                inv = inv_of(r)
+                if inv is not None:
+                    close(inv, r)
+            elif kind == "invocation.completed":
+                inv = inv_of(r)
+                if inv is not None:
+                    close(inv, r)
+                    unpin(inv, r)
+                    inv.completed = r
+            elif kind == "invocation.paused":
+                inv = inv_of(r)
+                if inv is not None:
+                    close(inv, r)
+                    inv.paused = r
+            elif kind == "invocation.repinned":
+                inv = inv_of(r)
+                if inv is not None and r.deployment is not None:
+                    unpin(inv, r)
+                    inv.pins.append(_Pin(r.deployment, r.time, r))
+                    live[r.deployment] = live.get(r.deployment, 0) + 1
+            elif kind == "invocation.created":
+                inv_of(r)
+            elif kind == "deployment.registered":
+                if r.deployment is not None:
+                    versions[r.deployment] = str(r.data.get("version", "?"))
+                    for host in r.data.get("hosts") or ():
+                        faults.host_deployment[str(host)] = r.deployment
+            elif kind == "deployment.superseded":
+                dep = r.deployment
+                if dep is not None and dep not in superseded:
+                    superseded[dep] = r
+                    if live.get(dep, 0) <= 0:
+                        drained.setdefault(dep, r)
+            elif kind == "deployment.drained" and r.deployment is not None:
+                first = drained.get(r.deployment)
+                if first is None or r.time < first.time:
+                    drained[r.deployment] = r
+
+        end_time = last if end is None else end
+        host_down, provider = faults.finish(end_time)
+        bound = config.hand_off_after + config.tolerance
+        limit = limit_text(config, config.hand_off_after)
+        violations: list[Violation] = []
+
+        def dep_name(dep: str | None) -> str:
+            if dep is None:
+                return "an unknown deployment"
+            version = versions.get(dep)
+            return f"{dep} ({version})" if version else dep
+
+        def span(s: _Suspension) -> tuple[float, float]:
+            return s.start.time, (s.end.time if s.end is not None else end_time)
+
+        def target(inv: _Invocation) -> str:
+            return f"{inv.id} {inv.target}" if inv.target else inv.id
+
+        def suspended_text(inv: _Invocation, s: _Suspension) -> str:
+            t0, t1 = span(s)
+            until = (f"to {at(t1)}" if s.end is not None
+                     else f"until the run ended at {at(t1)}")
+            return f"invocation {target(inv)} suspended from {at(t0)} {until}"
+
+        max_suspended = 0.0
+        suspended_count = 0
+        for inv in invocations.values():
+            for s in inv.suspensions:
+                suspended_count += 1
+                t0, t1 = span(s)
+                length = t1 - t0
+                max_suspended = max(max_suspended, length)
+                down = overlap(host_down, t0, t1)
+                if length - down <= bound:
+                    continue
+                excuse = f", not counting {fmt_duration(down)} of host downtime" if down else ""
+                violations.append(Violation(
+                    f"{suspended_text(inv, s)} on deployment {dep_name(s.deployment)}: "
+                    f"{fmt_duration(length)} suspended (limit {limit}{excuse})",
+                    cite(x for x in (s.start, s.end) if x is not None),
+                ))
+
+        max_pinned = 0.0
+        excused: list[str] = []
+        for dep, sup in superseded.items():
+            drain = drained.get(dep)
+            start = sup.time
+            stop = drain.time if drain is not None else end_time
+            pinned = stop - start
+            max_pinned = max(max_pinned, pinned)
+            down = overlap(host_down, start, stop)
+            if pinned - down <= bound:
+                continue
+            deadline = start + bound
+            keepers = [
+                (inv, pin) for inv in invocations.values() for pin in inv.pins
+                if pin.deployment == dep and pin.since <= deadline
+                and (pin.until is None or pin.until > deadline)
+            ]
+            waits: list[tuple[float, _Invocation, _Suspension]] = []
+            for inv, _pin in keepers:
+                best: tuple[float, _Suspension] | None = None
+                for s in inv.suspensions:
+                    t0, t1 = span(s)
+                    covered = min(t1, stop) - max(t0, start)
+                    if covered > 0 and (best is None or covered > best[0]):
+                        best = (covered, s)
+                if best is not None:
+                    waits.append((best[0], inv, best[1]))
+            still = "" if drain is not None else " (still pinned when the run ended)"
+            head = (f"deployment {dep_name(dep)} stayed pinned {fmt_duration(pinned)}{still} "
+                    f"after it was superseded at {at(start)}")
+            evidence: list[Record] = [sup] + ([drain] if drain is not None else [])
+            if waits:
+                waits.sort(key=lambda w: -w[0])
+                _, inv, s = waits[0]
+                more = (f"; and {len(waits) - 1} more suspended invocation(s)"
+                        if len(waits) > 1 else "")
+                evidence += [x for x in (s.start, s.end) if x is not None]
+                violations.append(Violation(
+                    f"{head}: {suspended_text(inv, s)} (limit {limit}){more}", cite(evidence)))
+                continue
+            dep_hosts = {h for h, d in faults.host_deployment.items() if d == dep}
+            fault_time = (overlap(faults.downtime_of(dep_hosts), start, stop)
+                          + overlap(provider, start, stop))
+            if fault_time > 0:
+                excused.append(f"{dep} pinned {fmt_duration(pinned)} by faults, not by a wait")
+                continue
+            if keepers:
+                inv, pin = keepers[0]
+                if inv.paused is not None:
+                    state = (f"paused at {at(inv.paused.time)} "
+                             f"({inv.paused.data.get('reason', 'no reason given')})")
+                    evidence.append(inv.paused)
+                else:
+                    state = f"running since {at(pin.since)} and never completed"
+                evidence.append(pin.start)
+                more = f"; and {len(keepers) - 1} more" if len(keepers) > 1 else ""
+                why = f"invocation {target(inv)} {state}{more}"
+            else:
+                why = "no invocation observed holding it"
+            violations.append(Violation(f"{head} (limit {limit}): {why}", cite(evidence)))
+
+        return verdict(
+            self.name, violations,
+            reached=bool(superseded) or suspended_count > 0,
+            note="; ".join(excused) if excused else (
+                "" if superseded or suspended_count else
+                "no deployment was superseded and no invocation suspended"),
+            stats={"max_pinned": max_pinned, "max_suspended": max_suspended,
+                   "superseded": float(len(superseded)),
+                   "suspensions": float(suspended_count)},
+        )
+

@@ -1,0 +1,207 @@
+"""conservative-recovery: an intent without a known result is held, not re-executed.
+
+A tool intent (`tool.intent`) is in flight until its `tool.result`, except while the call
+waits for a person (`tool.awaiting`, `tool.handoff`, `turn.waiting` until `op.answer`,
+`tool.rerun` or `turn.resumed`): then nothing is executing. Ownership moves when the session's
+thread is assigned a higher epoch than at the intent (`threadlog.assigned`) or when the
+intent's invocation starts a replay attempt (`attempt.started` with a non-empty journal).
+
+For an intent in flight when ownership moved:
+
+- every later `effect.attempted` for that tool call uses the call's first idempotency key (a
+  different key re-executes the tool without its key);
+- before the turn is held (`turn.held`, or `tool.result` with outcome `held`), no attempt may
+  use a key that was not already attempted before the move: re-sending a request already in
+  flight under its key is a safe no-op, starting the effect is not (a provider error does not
+  prove an effect did not happen);
+- the turn is held, unless the result becomes known (`tool.result`) or the turn ends by
+  cancellation or a steer; judged only once `tolerance` has passed after the move.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import final
+
+from harness.checkers._common import Dedup, at, attr, guarded
+from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.history import History, Record, fmt_duration
+
+_KINDS = frozenset(
+    {"tool.intent", "tool.result", "tool.awaiting", "tool.handoff", "turn.waiting",
+     "op.answer", "tool.rerun", "turn.resumed", "turn.held", "turn.ended",
+     "threadlog.assigned", "attempt.started", "effect.attempted", "run.end"}
+)
+_WAITS = frozenset({"tool.awaiting", "tool.handoff", "turn.waiting"})
+_ANSWERS = frozenset({"op.answer", "tool.rerun", "turn.resumed"})
+_ACCEPTED_ENDS = frozenset({"cancelled", "steered", "held"})
+
+
+@dataclass(slots=True)
+class _Intent:
+    record: Record
+    session: str | None
+    turn: str | None
+    invocation: str | None
+    epoch: int | None
+    first_key: str | None = None
+    keys_before: frozenset[str] = frozenset()
+    move: Record | None = None
+    held: Record | None = None
+    settled: Record | None = None  # a result or an accepted end after the move
+    resolved: bool = False
+
+
+@final
+class ConservativeRecovery:
+    name: str = "conservative-recovery"
+    description: str = (
+        "When ownership moves while a tool intent has no known result, the tool is not "
+        "executed again without its idempotency key and the turn is held for confirmation."
+    )
+
+    def check(self, history: History, config: CheckConfig) -> Result:
+        return guarded(self.name, self._check, history, config)
+
+    def _check(self, history: History, config: CheckConfig) -> Result:
+        dedup = Dedup()
+        intents: dict[str, _Intent] = {}
+        keys: dict[str, set[str]] = {}
+        epochs: dict[str, int] = {}
+        waiting: set[str] = set()
+        by_session: dict[str, set[str]] = {}
+        by_invocation: dict[str, set[str]] = {}
+        moved: list[_Intent] = []
+        violations: list[Violation] = []
+        end: float | None = None
+        last = 0.0
+
+        def move(tcs: set[str] | None, r: Record, newer_than: int | None = None) -> None:
+            if not tcs:
+                return
+            for tc in list(tcs):
+                intent = intents[tc]
+                if intent.resolved or intent.move is not None or tc in waiting:
+                    continue
+                if newer_than is not None and (intent.epoch is None
+                                               or intent.epoch >= newer_than):
+                    continue
+                intent.move = r
+                intent.keys_before = frozenset(keys.get(tc, ()))
+                moved.append(intent)
+
+        def turn_intents(session: str | None, turn: str | None) -> list[_Intent]:
+            if session is None or turn is None:
+                return []
+            return [intents[tc] for tc in by_session.get(session, ())
+                    if intents[tc].turn == turn]
+
+        for r in history.records:
+            kind = r.kind
+            last = r.time if r.time > last else last
+            if kind not in _KINDS or not dedup.fresh(r):
+                continue
+            tc = attr(r, "tool_call")
+            session = attr(r, "session")
+            if kind == "tool.intent":
+                if tc is None or tc in intents:
+                    continue
+                epoch = epochs.get(session) if session is not None else None
+                inv = attr(r, "invocation")
+                intents[tc] = _Intent(r, session, attr(r, "turn"), inv, epoch)
+                if session is not None:
+                    by_session.setdefault(session, set()).add(tc)
+                if inv is not None:
+                    by_invocation.setdefault(inv, set()).add(tc)
+            elif kind == "effect.attempted":
+                key = attr(r, "key")
+                if tc is None or key is None:
+                    continue
+                keys.setdefault(tc, set()).add(key)
+                intent = intents.get(tc)
+                if intent is None:
+                    continue
+                if intent.first_key is None:
+                    intent.first_key = key
+                if intent.move is None:
+                    continue
+                if key != intent.first_key:
+                    violations.append(Violation(
+                        f"tool call {tc} was executed again with a new idempotency key {key} "
+                        f"(its key was {intent.first_key}) after ownership moved at "
+                        f"{at(intent.move.time)} with its intent unresolved: "
+                        f"{intent.record.describe()}; {intent.move.describe()}; {r.describe()}",
+                        cite((intent.record, intent.move, r)),
+                    ))
+                elif intent.held is None and key not in intent.keys_before:
+                    violations.append(Violation(
+                        f"tool call {tc} was executed at {at(r.time)} after ownership moved "
+                        f"at {at(intent.move.time)} with its intent unresolved, before the "
+                        f"turn was held for confirmation: {intent.record.describe()}; "
+                        f"{intent.move.describe()}; {r.describe()}",
+                        cite((intent.record, intent.move, r)),
+                    ))
+            elif kind == "threadlog.assigned":
+                epoch = attr(r, "epoch")
+                if session is None or epoch is None:
+                    continue
+                epoch = int(epoch)
+                previous = epochs.get(session)
+                if previous is None or epoch > previous:
+                    epochs[session] = epoch
+                    move(by_session.get(session), r, newer_than=epoch)
+            elif kind == "attempt.started":
+                if r.invocation is not None and r.data.get("replay"):
+                    move(by_invocation.get(r.invocation), r)
+            elif kind in _WAITS:
+                if tc is not None:
+                    waiting.add(tc)
+            elif kind in _ANSWERS:
+                if tc is not None:
+                    waiting.discard(tc)
+            elif kind == "tool.result":
+                intent = intents.get(tc) if tc is not None else None
+                if intent is None:
+                    continue
+                if r.data.get("outcome") == "held":
+                    intent.held = intent.held or r
+                elif intent.move is not None:
+                    intent.settled = intent.settled or r
+                intent.resolved = True
+            elif kind == "turn.held":
+                targets = ([intents[tc]] if tc is not None and tc in intents
+                           else turn_intents(session, attr(r, "turn")))
+                for intent in targets:
+                    if intent.move is not None and intent.held is None:
+                        intent.held = r
+            elif kind == "turn.ended":
+                if r.data.get("reason") in _ACCEPTED_ENDS:
+                    for intent in turn_intents(session, attr(r, "turn")):
+                        if intent.move is not None and intent.settled is None:
+                            intent.settled = r
+            elif kind == "run.end":
+                end = r.time
+
+        end_time = last if end is None else end
+        held = 0
+        for intent in moved:
+            if intent.held is not None:
+                held += 1
+                continue
+            assert intent.move is not None
+            if intent.settled is not None or end_time - intent.move.time <= config.tolerance:
+                continue
+            tc = attr(intent.record, "tool_call")
+            violations.append(Violation(
+                f"turn {intent.turn} was not held: tool call {tc} had an intent with no "
+                f"known result when ownership moved at {at(intent.move.time)}, and "
+                f"{fmt_duration(end_time - intent.move.time)} later the run ended without a "
+                f"hold: {intent.record.describe()}; {intent.move.describe()}",
+                cite((intent.record, intent.move)),
+            ))
+        return verdict(
+            self.name, violations, reached=bool(moved),
+            note="" if moved else "ownership never moved while a tool intent was in flight",
+            stats={"intents": float(len(intents)), "recoveries": float(len(moved)),
+                   "held": float(held)},
+        )

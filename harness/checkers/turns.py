@@ -1,0 +1,204 @@
+"""turn-outcome: every turn that waited on a person ends its wait exactly once.
+
+A wait starts at `turn.waiting` (the hand-off: the turn waits as state). It has three exits:
+
+- answered: the same turnId resumes (`turn.resumed` with the same tool call; the outcome says
+  how: answered, denied, rejected_access, background, expired, ...);
+- expired: the tool result is `expired`, no earlier than `max_wait` after the wait started
+  and, unless faults held things up, no later than `max_wait + tolerance`;
+- ended by a new message: the turn ends (`turn.ended`) while it waits, like a steer.
+
+A doubled resume (two distinct `turn.resumed` for one wait, or a resume after the turn
+already ended) and a lost one (still waiting at the end of the run, past
+`max_wait + tolerance`) are violations.
+
+When the wait started is read generously: the expiry may not come before `max_wait` after
+the card was first shown (`tool.awaiting`), and must come by `max_wait` after the hand-off,
+so both readings of "8 days" (from the card, or from the hand-off) pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import final
+
+from harness.checkers._common import (
+    FAULT_KINDS,
+    Dedup,
+    Faults,
+    at,
+    attr,
+    guarded,
+    limit_text,
+    merge,
+    overlap,
+)
+from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.history import History, Record, fmt_duration
+
+_KINDS = frozenset(
+    {"turn.waiting", "turn.resumed", "turn.ended", "tool.awaiting", "tool.handoff",
+     "tool.result", "run.end"}
+)
+_EPSILON = 1e-6
+
+
+@dataclass(slots=True)
+class _Wait:
+    record: Record
+    resumes: list[Record] = field(default_factory=list)
+
+
+@final
+class TurnOutcome:
+    name: str = "turn-outcome"
+    description: str = (
+        "Every turn that waits on a person ends its wait exactly once: answered (the same "
+        "turn resumes), expired after the maximum wait, or ended by a new message."
+    )
+
+    def check(self, history: History, config: CheckConfig) -> Result:
+        return guarded(self.name, self._check, history, config)
+
+    def _check(self, history: History, config: CheckConfig) -> Result:
+        waits: dict[tuple[str, str], _Wait] = {}
+        latest_wait: dict[str, str] = {}
+        shown: dict[str, float] = {}
+        handed_off: dict[str, float] = {}
+        ended: dict[str, list[Record]] = {}
+        expiries: dict[str, Record] = {}
+        early_resumes: dict[tuple[str, str], list[Record]] = {}
+        dedup = Dedup()
+        faults = Faults()
+        end: float | None = None
+        last = 0.0
+        for r in history.records:
+            kind = r.kind
+            last = r.time if r.time > last else last
+            if kind in FAULT_KINDS:
+                faults.feed(r)
+                continue
+            if kind not in _KINDS or not dedup.fresh(r):
+                continue
+            if kind == "run.end":
+                end = r.time
+                continue
+            turn = attr(r, "turn")
+            tc = attr(r, "tool_call")
+            if kind == "tool.awaiting":
+                if tc is not None:
+                    shown.setdefault(tc, r.time)
+            elif kind == "tool.handoff":
+                if tc is not None:
+                    handed_off.setdefault(tc, r.time)
+            elif kind == "turn.waiting":
+                if turn is None or tc is None or (turn, tc) in waits:
+                    continue
+                wait = waits[(turn, tc)] = _Wait(r)
+                wait.resumes.extend(early_resumes.pop((turn, tc), ()))
+                latest_wait[turn] = tc
+            elif kind == "turn.resumed":
+                if turn is None:
+                    continue
+                if tc is None:
+                    tc = latest_wait.get(turn)
+                    if tc is None:
+                        continue
+                wait_or_none = waits.get((turn, tc))
+                if wait_or_none is None:
+                    # The answer may be observed before the hand-off that it ends.
+                    early_resumes.setdefault((turn, tc), []).append(r)
+                else:
+                    wait_or_none.resumes.append(r)
+                if r.data.get("outcome") == "expired":
+                    expiries.setdefault(tc, r)
+            elif kind == "turn.ended":
+                if turn is not None:
+                    ended.setdefault(turn, []).append(r)
+            elif kind == "tool.result" and tc is not None and (
+                    r.data.get("outcome") == "expired"):
+                first = expiries.get(tc)
+                if first is None or r.time < first.time:
+                    expiries[tc] = r
+
+        end_time = last if end is None else end
+        host_down, provider = faults.finish(end_time)
+        fault_windows = merge(host_down + provider)
+        max_wait, tolerance = config.max_wait, config.tolerance
+        limit = limit_text(config, max_wait)
+        violations: list[Violation] = []
+        counts = {"answered": 0, "expired": 0, "ended": 0, "open": 0, "doubled": 0}
+
+        for (turn, tc), wait in waits.items():
+            w = wait.record
+            start_lo = min(w.time, shown.get(tc, w.time))
+            start_hi = max(w.time, handed_off.get(tc, w.time))
+            end_rec = next((e for e in ended.get(turn, ()) if e.index > w.index), None)
+            resumes = wait.resumes
+            if len(resumes) > 1:
+                counts["doubled"] += 1
+                listed = "; ".join(
+                    f"{x.describe()} (outcome {x.data.get('outcome')})" for x in resumes)
+                violations.append(Violation(
+                    f"turn {turn} resumed {len(resumes)} times for tool call {tc} it waited on "
+                    f"since {at(w.time)}: {listed}",
+                    cite([w, *resumes]),
+                ))
+            elif resumes and end_rec is not None and end_rec.index < resumes[0].index:
+                counts["doubled"] += 1
+                violations.append(Violation(
+                    f"turn {turn} resumed for tool call {tc} at {at(resumes[0].time)} after its "
+                    f"wait had already ended ({end_rec.data.get('reason', 'no reason')}) at "
+                    f"{at(end_rec.time)}: {w.describe()}; {end_rec.describe()}; "
+                    f"{resumes[0].describe()}",
+                    cite((w, end_rec, resumes[0])),
+                ))
+            elif resumes:
+                outcome = resumes[0].data.get("outcome")
+                counts[{"expired": "expired", "ended_by_message": "ended"}.get(
+                    str(outcome), "answered")] += 1
+            elif end_rec is not None:
+                counts["ended"] += 1
+            else:
+                counts["open"] += 1
+                waited = end_time - start_hi
+                held_up = overlap(fault_windows, start_hi, end_time)
+                if waited > max_wait + tolerance + held_up:
+                    excuse = (f", not counting {fmt_duration(held_up)} of faults"
+                              if held_up else "")
+                    violations.append(Violation(
+                        f"turn {turn} waited on tool call {tc} since {at(w.time)} and was "
+                        f"never answered, expired or ended: still waiting when the run ended "
+                        f"at {at(end_time)}, {fmt_duration(waited)} later (limit {limit}"
+                        f"{excuse}): {w.describe()}",
+                        cite((w,)),
+                    ))
+
+            expiry = expiries.get(tc)
+            if expiry is None:
+                continue
+            if expiry.time < start_lo + max_wait - _EPSILON:
+                violations.append(Violation(
+                    f"tool call {tc} of turn {turn} expired at {at(expiry.time)}, only "
+                    f"{fmt_duration(expiry.time - start_lo)} after the wait started at "
+                    f"{at(start_lo)} (it may not expire before {fmt_duration(max_wait)}): "
+                    f"{w.describe()}; {expiry.describe()}",
+                    cite((w, expiry)),
+                ))
+                continue
+            held_up = overlap(fault_windows, start_hi, expiry.time)
+            if expiry.time > start_hi + max_wait + tolerance + held_up:
+                excuse = f", not counting {fmt_duration(held_up)} of faults" if held_up else ""
+                violations.append(Violation(
+                    f"tool call {tc} of turn {turn} expired late at {at(expiry.time)}, "
+                    f"{fmt_duration(expiry.time - start_hi)} after the hand-off at "
+                    f"{at(start_hi)} (limit {limit}{excuse}): {w.describe()}; "
+                    f"{expiry.describe()}",
+                    cite((w, expiry)),
+                ))
+
+        return verdict(
+            self.name, violations, reached=bool(waits),
+            note="" if waits else "no turn waited on a person as state",
+            stats={"waits": float(len(waits)), **{k: float(v) for k, v in counts.items()}},
+        )
