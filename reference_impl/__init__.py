@@ -1,0 +1,10 @@
+"""The reference implementation of the system under test (see DESIGN.md section 1).
+
+It never imports the harness: it gets endpoints (`ports.Ports`) and a narrow engine binding
+(`binding.Context`).
+"""
+
+from reference_impl.app import build_app
+from reference_impl.naive import build_naive_app
+
+__all__ = ["build_app", "build_naive_app"]

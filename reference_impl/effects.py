@@ -1,0 +1,239 @@
+"""Everything a handler does outside its own invocation, made safe to repeat.
+
+A journaled step (`ctx.run`) runs at least once: a crash after the step acted and before its
+journal entry was written runs it again. So every step that reaches outside carries a key
+that makes the repeat a no-op:
+
+- world effects (send email, charge, model call) carry an idempotency key derived from the
+  tool call or the turn step, never from the attempt, so every retry carries the same key;
+- thread-log writes carry an entry id (`SessionLog.append_once`) and are fenced by epoch;
+- observations carry a deterministic `event_id` that consumers deduplicate on.
+
+This module also names the handlers (`HandlerRef`s) the services call on each other, so that
+modules refer to each other by name instead of importing each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+from reference_impl import faultpoints
+from reference_impl.binding import JSON, Context, HandlerRef
+from reference_impl.ports import Ports
+from reference_impl.threadlog import LogEntry, StaleEpoch, ThreadLog, TransactionAborted
+
+__all__ = [
+    "CONTROLLER",
+    "CONTROLLER_IS_CANCELLED",
+    "CONTROLLER_TOOL_FINISHED",
+    "CONTROLLER_TURN_DONE",
+    "CONTROLLER_TURN_WAITING",
+    "DO_TURN",
+    "PENDING",
+    "PENDING_BACKGROUND",
+    "PENDING_END_WAIT",
+    "PENDING_EXPIRE",
+    "PENDING_REGISTER",
+    "PENDING_START_TOOL_WAIT",
+    "Event",
+    "SessionLog",
+    "charge_key",
+    "effect_key",
+    "email_message_id",
+    "model_key",
+    "observe",
+    "run_effect",
+    "run_step",
+]
+
+T = TypeVar("T")
+
+
+async def run_step(ctx: Context, name: str, action: Callable[[], Awaitable[T]]) -> T:
+    """`ctx.run` of an async action, typed: mypy cannot pick T out of `Awaitable[T] | T`."""
+    runner: Callable[[], Awaitable[Any]] = action
+    result: T = await ctx.run(name, runner)
+    return result
+
+# --------------------------------------------------------------------------- handler names
+
+CONTROLLER: Final = "Controller"
+PENDING: Final = "PendingToolCall"
+
+CONTROLLER_TOOL_FINISHED: Final = HandlerRef(CONTROLLER, "toolFinished")
+CONTROLLER_TURN_WAITING: Final = HandlerRef(CONTROLLER, "turnWaiting")
+CONTROLLER_TURN_DONE: Final = HandlerRef(CONTROLLER, "turnDone")
+CONTROLLER_IS_CANCELLED: Final = HandlerRef(CONTROLLER, "isCancelled")
+DO_TURN: Final = HandlerRef("doTurn", "run")
+PENDING_REGISTER: Final = HandlerRef(PENDING, "register")
+PENDING_START_TOOL_WAIT: Final = HandlerRef(PENDING, "startToolWait")
+PENDING_EXPIRE: Final = HandlerRef(PENDING, "expire")
+PENDING_BACKGROUND: Final = HandlerRef(PENDING, "background")
+PENDING_END_WAIT: Final = HandlerRef(PENDING, "endWait")
+
+# --------------------------------------------------------------------------- keys
+
+
+def model_key(turn: str, step: int) -> str:
+    """The provider bills once per key: a retried step must reuse the key of its first try."""
+    return f"model:{turn}:{step}"
+
+
+def charge_key(tool_call: str) -> str:
+    return f"charge:{tool_call}"
+
+
+def email_message_id(tool_call: str) -> str:
+    """Deterministic from the tool call, so a re-run after a crash reuses it."""
+    return f"email:{tool_call}"
+
+
+def effect_key(effect: str | None, tool_call: str) -> str | None:
+    if effect == "email":
+        return email_message_id(tool_call)
+    if effect == "charge":
+        return charge_key(tool_call)
+    return None
+
+
+async def run_effect(
+    ctx: Context, ports: Ports, *, tool_call: str, tool: str, effect: str | None,
+    args: Mapping[str, Any], user: str, run: int,
+) -> JSON:
+    """Perform a tool's effect once per key, each as a journaled step.
+
+    `run` numbers the executions of one tool call (a confirmed re-execution after a hold is
+    run 2): it only names journal steps; the idempotency key is the same for every run.
+    """
+    if effect == "email":
+        # Store the message id before sending: the send and every retry carry this id, and
+        # the outbox drops a second message with an id it already delivered.
+        message_id = await ctx.run(
+            f"email.message_id:{tool_call}#{run}", lambda: email_message_id(tool_call)
+        )
+
+        async def send() -> JSON:
+            response = await ports.mailer.send_email(
+                message_id=message_id,
+                to=str(args.get("to", user)),
+                subject=str(args.get("subject", tool)),
+                body=str(args.get("body", "")),
+                tool_call=tool_call,
+            )
+            await faultpoints.reach("effect.email.after_send")
+            return response
+
+        return await run_step(ctx, f"email.send:{tool_call}#{run}", send)
+    if effect == "charge":
+        key = charge_key(tool_call)
+
+        async def charge() -> JSON:
+            response = await ports.payments.charge(
+                idempotency_key=key, amount=int(args.get("amount", 0)), tool_call=tool_call
+            )
+            await faultpoints.reach("effect.charge.after_charge")
+            return response
+
+        return await run_step(ctx, f"charge:{tool_call}#{run}", charge)
+    # A pure tool: nothing leaves the invocation, its result is the echo of the call.
+    return {"ok": True, "tool": tool, "args": dict(args)}
+
+
+# --------------------------------------------------------------------------- observations
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One observation (a kind of `ports.EVENTS`), emitted inside a journaled step."""
+
+    kind: str
+    event_id: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, kind: str, event_id: str, **fields: Any) -> Event:
+        return cls(kind, event_id, fields)
+
+    def emit(self, ports: Ports) -> None:
+        ports.observer.emit(self.kind, event_id=self.event_id, **self.fields)
+
+
+async def observe(ctx: Context, ports: Ports, step: str, *events: Event) -> None:
+    """Emit `events` from one journaled step: emitted at least once, never after replay."""
+    if not events:
+        return
+
+    def emit_all() -> None:
+        for event in events:
+            event.emit(ports)
+
+    await ctx.run(step, emit_all)
+
+
+# --------------------------------------------------------------------------- thread log
+
+
+class SessionLog:
+    """One attempt's handle on a session's thread log (thread id = session id).
+
+    The attempt takes ownership with `take_ownership()` outside any journaled step, because
+    every attempt (a retry, a replay on another host) must fence off the attempts before it;
+    a journaled assignment would be replayed, not redone. Writes happen inside journaled steps
+    through `append_once`, which makes a repeated step a no-op (the entry id is already in the
+    log) and lets a stale epoch fail the attempt instead of landing.
+    """
+
+    def __init__(self, ports: Ports, session: str, owner: str) -> None:
+        self._ports = ports
+        self.session = session
+        self._log = ThreadLog(ports.threadlog, session, owner)
+
+    @property
+    def epoch(self) -> int | None:
+        return self._log.epoch
+
+    async def take_ownership(self) -> int:
+        assignment = await self._log.take_ownership()
+        # Outside ctx.run on purpose (see the class docstring); each epoch is emitted once.
+        self._ports.observer.emit(
+            "threadlog.assigned",
+            event_id=f"threadlog.assigned:{self.session}:{assignment.epoch}",
+            session=self.session, epoch=assignment.epoch, owner=assignment.owner,
+        )
+        return assignment.epoch
+
+    async def entries(self) -> list[LogEntry]:
+        return await self._log.entries()
+
+    async def append_once(
+        self, entry_id: str, kind: str, payload: Mapping[str, Any]
+    ) -> LogEntry:
+        """Append unless an entry with `entry_id` is already committed.
+
+        Read-then-append is safe without a lock of our own: only the owner writes, and if
+        the thread moved between the read and the append, the append fails on its epoch.
+        """
+        for entry in await self._log.entries():
+            if entry.payload.get("id") == entry_id:
+                return entry
+        try:
+            entry = await self._log.append(kind, {**payload, "id": entry_id})
+        except (StaleEpoch, TransactionAborted) as err:
+            # Report, then fail the attempt: the engine retries it, and the retry takes
+            # ownership again and continues from the committed log.
+            self._ports.observer.emit(
+                "threadlog.rejected",
+                event_id=f"threadlog.rejected:{self.session}:{self._log.epoch}:{entry_id}",
+                session=self.session, epoch=self._log.epoch, reason=type(err).__name__,
+                owner=self._log.owner, entry=entry_id, detail=str(err),
+            )
+            raise
+        self._ports.observer.emit(
+            "threadlog.appended",
+            event_id=f"threadlog.appended:{self.session}:{entry.seq}",
+            session=self.session, epoch=entry.epoch, seq=entry.seq, owner=entry.owner,
+            entry=entry_id, entry_kind=kind,
+        )
+        return entry

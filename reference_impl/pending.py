@@ -1,0 +1,266 @@
+"""PendingToolCall: one virtual object per tool call that waits on a person.
+
+Its state is the waiting row. The executor writes it when it starts its in-call wait
+(`register`); `answer` is the only way a person answers, in both phases, and every handler
+here is exclusive on the tool call, so an answer and the hand-off are serialised:
+
+- live phase (the executor waits in-call): `answer` records the answer and resolves the
+  executor's awakeable; if the executor's timer fired meanwhile, its `startToolWait` finds
+  the recorded answer and returns it in-call. No answer is lost in the race.
+- waiting phase (after `startToolWait`): the wait is state, nothing is suspended. `answer`
+  re-runs the tool here, on the deployment that is latest *now*, re-resolving the catalog and
+  the person's access, and reports with a one-way `Controller.toolFinished`. A delayed
+  self-send of `expire` ends the wait at `max_wait` with the result "expired".
+- background: the turn went on with a placeholder; the real result still comes through
+  `toolFinished` (flagged background) and the controller turns it into a new message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any, Final
+
+from reference_impl.binding import JSON, Context, Handler, Service, TerminalError
+from reference_impl.effects import (
+    CONTROLLER_TOOL_FINISHED,
+    PENDING,
+    PENDING_EXPIRE,
+    Event,
+    SessionLog,
+    observe,
+    run_step,
+)
+from reference_impl.executor import (
+    ToolCall,
+    apply_answer,
+    hold,
+    lookup_tool,
+    parse_answer,
+    record_result,
+)
+from reference_impl.ports import Ports
+
+__all__ = ["PHASES", "WaitRow", "build_pending_service", "tool_finished"]
+
+# live: the executor waits in-call on `awakeable`; answered: answered in the live phase (the
+# executor acts on it); waiting: handed off, the wait is state; background: the turn went on
+# with a placeholder; done / expired / ended: over (ended = by a new message or cancel).
+PHASES: Final = ("live", "answered", "waiting", "background", "done", "expired", "ended")
+_OPEN: Final = ("waiting", "background")
+
+
+@dataclass(frozen=True, slots=True)
+class WaitRow:
+    call: ToolCall
+    awakeable: str
+    mode: str  # "approve" (an approval) | "confirm" (a held tool, re-run on confirmation)
+    run: int  # which execution of the tool call a confirmation leads to (2 after a hold)
+    phase: str
+    since: float  # when this wait's card was shown; expiry is since + max_wait
+    wait: int  # generation of the expiry timer: an older timer finds a newer wait and stops
+    answer: dict[str, Any] | None = None
+    handed_off_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"call": self.call.to_json(), "awakeable": self.awakeable, "mode": self.mode,
+                "run": self.run, "phase": self.phase, "since": self.since, "wait": self.wait,
+                "answer": self.answer, "handed_off_at": self.handed_off_at}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> WaitRow:
+        return cls(ToolCall.from_json(obj["call"]), str(obj["awakeable"]), str(obj["mode"]),
+                   int(obj["run"]), str(obj["phase"]), float(obj["since"]), int(obj["wait"]),
+                   obj.get("answer"), obj.get("handed_off_at"))
+
+
+def tool_finished(
+    call: ToolCall, outcome: str, result: JSON, *, background: bool = False,
+    placeholder: bool = False, recorded: bool = True,
+) -> dict[str, Any]:
+    """The argument of `Controller.toolFinished`.
+
+    `recorded`: the result is already in the thread log (the resumed turn must not write it
+    again). `placeholder`: the call went to the background while its turn waited; the turn
+    resumes with the placeholder. `background`: the real result of a backgrounded call.
+    """
+    return {**call.ids(), "tool": call.tool, "user": call.user, "outcome": outcome,
+            "result": result, "background": background, "placeholder": placeholder,
+            "recorded": recorded}
+
+
+async def _row(ctx: Context) -> WaitRow | None:
+    raw = await ctx.get("row")
+    return None if raw is None else WaitRow.from_json(raw)
+
+
+def _save(ctx: Context, row: WaitRow) -> None:
+    ctx.set("row", row.to_json())
+
+
+def build_pending_service(ports: Ports, version: str) -> Service:
+    """PendingToolCall for one deployment (`version` is reported by re-runs)."""
+    config = ports.config
+
+    def schedule_expiry(ctx: Context, row: WaitRow, now: float) -> None:
+        # A delayed one-way send: no invocation exists (or pins anything) until it is due.
+        delay = max(0.0, row.since + config.max_wait - now)
+        ctx.object_send(PENDING_EXPIRE, row.call.tool_call, {"wait": row.wait},
+                        send_delay=timedelta(seconds=delay))
+
+    async def register(ctx: Context, arg: Any) -> JSON:
+        call = ToolCall.from_json(arg["call"])
+        previous = await _row(ctx)
+        early = await ctx.get("earlyAnswer")
+        now = await ctx.time()
+        row = WaitRow(call, str(arg["awakeable"]), str(arg.get("mode", "approve")),
+                      int(arg.get("run", 1)), "live", now,
+                      1 if previous is None else previous.wait + 1)
+        if early is not None and previous is None:
+            # Answered before the row existed (a client raced the card): keep the answer.
+            ctx.clear("earlyAnswer")
+            _save(ctx, replace(row, phase="answered", answer=early))
+            return {"answer": early}
+        _save(ctx, row)
+        return {"answer": None}
+
+    async def answer(ctx: Context, arg: Any) -> JSON:
+        decision = parse_answer(arg)
+        row = await _row(ctx)
+        if row is None:
+            ctx.set("earlyAnswer", decision)
+            return {"status": "recorded"}
+        if row.phase == "live":
+            _save(ctx, replace(row, phase="answered", answer=decision))
+            ctx.resolve_awakeable(row.awakeable, decision)
+            return {"status": "delivered"}
+        if row.phase in _OPEN:
+            return await rerun(ctx, row, decision)
+        return {"status": "ignored", "phase": row.phase}
+
+    async def rerun(ctx: Context, row: WaitRow, decision: dict[str, Any]) -> JSON:
+        call = row.call
+        log = SessionLog(ports, call.session, ctx.host())
+        await log.take_ownership()
+        # This invocation started on the deployment that is latest now: the catalog and the
+        # person's access are resolved again here, not remembered from when the card opened.
+        spec = await lookup_tool(ctx, ports, call, run=row.run)
+        applied = await apply_answer(ctx, ports, log, call, spec, decision, row.run,
+                                     rerun_version=version)
+        background = row.phase == "background"
+        if applied.held:
+            await hold(ctx, ports, call, row.run)
+
+            async def show() -> None:
+                await ports.ui.show_card(session=call.session, turn=call.turn,
+                                         tool_call=call.tool_call, tool=call.tool,
+                                         args=dict(call.args))
+
+            await run_step(ctx, f"card:{call.tool_call}#{row.run + 1}", show)
+            now = await ctx.time()
+            confirm = replace(row, mode="confirm", run=row.run + 1, since=now,
+                              wait=row.wait + 1, answer=None)
+            _save(ctx, confirm)
+            schedule_expiry(ctx, confirm, now)
+            return {"status": "held"}
+        await record_result(ctx, ports, log, call, applied.outcome, applied.result,
+                            close_card=True, background=background)
+        _save(ctx, replace(row, phase="done", answer=decision))
+        ctx.object_send(CONTROLLER_TOOL_FINISHED, call.session,
+                        tool_finished(call, applied.outcome, applied.result,
+                                      background=background))
+        return {"status": applied.outcome}
+
+    async def start_tool_wait(ctx: Context, arg: Any) -> JSON:
+        row = await _row(ctx)
+        if row is None:
+            raise TerminalError("startToolWait before register", 409)
+        if row.phase == "answered":
+            return {"status": "answered", "answer": row.answer}
+        if row.phase == "background":
+            return {"status": "background"}
+        if row.phase != "live":
+            raise TerminalError(f"startToolWait in phase {row.phase}", 409)
+        now = await ctx.time()
+        waiting = replace(row, phase="waiting", handed_off_at=now)
+        _save(ctx, waiting)
+        schedule_expiry(ctx, waiting, now)
+        call = row.call
+        await observe(ctx, ports, "observe.handoff", Event.of(
+            "tool.handoff", f"tool.handoff:{call.tool_call}#{row.run}", **call.ids(),
+            tool=call.tool, mode=row.mode, run=row.run, waited=now - row.since,
+        ))
+        return {"status": "pending"}
+
+    async def expire(ctx: Context, arg: Any) -> JSON:
+        row = await _row(ctx)
+        if row is None or row.phase not in _OPEN or row.wait != int(arg.get("wait", -1)):
+            return {"status": "ignored"}
+        call = row.call
+        log = SessionLog(ports, call.session, ctx.host())
+        await log.take_ownership()
+        background = row.phase == "background"
+        result = {"error": "no answer within max_wait"}
+        await record_result(ctx, ports, log, call, "expired", result, close_card=True,
+                            background=background)
+        _save(ctx, replace(row, phase="expired"))
+        ctx.object_send(CONTROLLER_TOOL_FINISHED, call.session,
+                        tool_finished(call, "expired", result, background=background))
+        return {"status": "expired"}
+
+    async def background(ctx: Context, arg: Any) -> JSON:
+        row = await _row(ctx)
+        session = arg.get("session") if isinstance(arg, Mapping) else None
+        if row is None or (session is not None and session != row.call.session):
+            return {"status": "ignored"}
+        call = row.call
+        event = Event.of("tool.background", f"tool.background:{call.tool_call}", **call.ids(),
+                         tool=call.tool, phase=row.phase)
+        if row.phase == "live":
+            # The executor still waits in-call: wake it with the placeholder; the wait goes
+            # on here as state.
+            now = await ctx.time()
+            moved = replace(row, phase="background", handed_off_at=now)
+            _save(ctx, moved)
+            ctx.resolve_awakeable(row.awakeable, {"background": True})
+            schedule_expiry(ctx, moved, now)
+            await observe(ctx, ports, "observe.background", event)
+            return {"status": "background"}
+        if row.phase == "waiting":
+            # The turn waits as state: the controller resumes it with a placeholder.
+            _save(ctx, replace(row, phase="background"))
+            await observe(ctx, ports, "observe.background", event)
+            placeholder = {"placeholder": f"{call.tool} was sent to the background"}
+            ctx.object_send(CONTROLLER_TOOL_FINISHED, call.session,
+                            tool_finished(call, "background", placeholder, placeholder=True,
+                                          recorded=False))
+            return {"status": "background"}
+        return {"status": "ignored", "phase": row.phase}
+
+    async def end_wait(ctx: Context, arg: Any) -> JSON:
+        row = await _row(ctx)
+        if row is None or row.phase not in ("live", "waiting"):
+            return {"status": "ignored"}
+        reason = str(arg.get("reason", "ended"))
+        _save(ctx, replace(row, phase="ended"))
+
+        async def close() -> None:
+            await ports.ui.close_card(tool_call=row.call.tool_call, outcome=reason)
+
+        await run_step(ctx, "close_card", close)
+        return {"status": "ended"}
+
+    async def status(ctx: Context, arg: Any) -> JSON:
+        raw = await ctx.get("row")
+        return raw
+
+    return Service(PENDING, (
+        Handler("register", register),
+        Handler("answer", answer),
+        Handler("startToolWait", start_tool_wait),
+        Handler("expire", expire),
+        Handler("background", background),
+        Handler("endWait", end_wait),
+        Handler("status", status, kind="shared"),
+    ), kind="object")
