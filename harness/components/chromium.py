@@ -76,7 +76,9 @@ def find_chromium() -> Path:
     if from_env:
         path = Path(from_env)
         if not (path.is_file() and os.access(path, os.X_OK)):
-            raise ChromiumUnavailable(f"${BIN_ENV}={from_env} is not an executable file")
+            raise ChromiumUnavailable(
+                f"${BIN_ENV}={from_env} is not an executable file; unset it or {_INSTALL_HINT}"
+            )
         return path
     debian = Path("/usr/bin/chromium")
     if debian.is_file() and os.access(debian, os.X_OK):

@@ -198,6 +198,9 @@ class ProcessGroup:
 
     def signal(self, sig: int) -> bool:
         """Send `sig` to the whole group; False if the group is already gone."""
+        if self._popen.poll() is not None and not self.members():
+            # The group id is free for reuse once the last member is gone: never signal it.
+            return False
         try:
             os.killpg(self.pgid, sig)
         except ProcessLookupError:

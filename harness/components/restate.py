@@ -65,7 +65,9 @@ def find_restate_server() -> Path:
     if from_env:
         path = Path(from_env)
         if not (path.is_file() and os.access(path, os.X_OK)):
-            raise RestateUnavailable(f"${BIN_ENV}={from_env} is not an executable file")
+            raise RestateUnavailable(
+                f"${BIN_ENV}={from_env} is not an executable file; unset it or {_INSTALL_HINT}"
+            )
         return path
     path = _REPO_ROOT / _NPM_BINARY
     if path.is_file() and os.access(path, os.X_OK):
@@ -417,9 +419,11 @@ class RestateServer:
             try:
                 self._wait_ready(group)
             except _BindConflict:
-                # Another process took one of our "free" ports between probe and bind.
+                # Another process took one of our "free" ports between probe and bind. The
+                # next attempt gets a fresh data dir: the node records its address there.
                 group.kill()
                 self._group = None
+                shutil.rmtree(self._base_dir / "data", ignore_errors=True)
                 if attempt + 1 == _BIND_RETRIES:
                     raise
                 continue
@@ -465,11 +469,9 @@ class RestateServer:
         if self._group is not None:
             self._group.stop(timeout)
             self._group = None
-        if self._base_dir is not None and self.log_dir is None:
-            # The logs live in the base dir unless the caller asked to keep them elsewhere.
+        if self._base_dir is not None:
+            # Logs go with it unless `log_dir` put them elsewhere.
             shutil.rmtree(self._base_dir, ignore_errors=True)
-        elif self._base_dir is not None:
-            shutil.rmtree(self._base_dir / "data", ignore_errors=True)
         self._base_dir = None
 
     def __enter__(self) -> RestateServer:

@@ -57,7 +57,9 @@ def find_toxiproxy_server() -> Path:
     if from_env:
         path = Path(from_env)
         if not (path.is_file() and os.access(path, os.X_OK)):
-            raise ToxiproxyUnavailable(f"${BIN_ENV}={from_env} is not an executable file")
+            raise ToxiproxyUnavailable(
+                f"${BIN_ENV}={from_env} is not an executable file; unset it or {_INSTALL_HINT}"
+            )
         return path
     for candidate in _CANDIDATES:
         path = _REPO_ROOT / candidate
