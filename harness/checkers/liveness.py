@@ -20,13 +20,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import final
 
-from harness.checkers._common import FAULT_KINDS, Dedup, Faults, at, attr, guarded
+from harness.checkers._common import FAULT_KINDS, Dedup, Faults, at, attr, guarded, run_end
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record, fmt_duration
 
 _SESSION_KINDS = frozenset(
     {"turn.started", "turn.waiting", "turn.resumed", "turn.ended", "message.queued"}
 )
+_INVOCATION_KINDS = frozenset(
+    {"invocation.created", "invocation.started", "invocation.suspended", "invocation.resumed",
+     "invocation.repinned", "invocation.paused", "invocation.completed"}
+)
+_STATES = {"invocation.started": "running", "invocation.resumed": "running",
+           "invocation.repinned": "running", "invocation.suspended": "suspended",
+           "invocation.paused": "paused"}
 
 
 @dataclass(slots=True)
@@ -70,9 +77,8 @@ class Liveness:
         busy_spans: list[tuple[str, Record, Record]] = []
         inv_spans: list[tuple[str, Record, Record]] = []
         last_fault: float | None = None
-        end: float | None = None
-        first_time: float | None = None
-        last = 0.0
+        records = history.records
+        first_time = records[0].time if records else 0.0
 
         def update(sid: str, s: _Session, r: Record) -> None:
             busy = s.running > 0 or bool(s.queued)
@@ -83,20 +89,8 @@ class Liveness:
                     busy_spans.append((sid, s.since, r))
                 s.since = None
 
-        for r in history.records:
+        for r in records:
             kind = r.kind
-            if first_time is None:
-                first_time = r.time
-            last = r.time if r.time > last else last
-            if kind in FAULT_KINDS:
-                faults.feed(r)
-            if kind.startswith("fault.") and kind != "fault.heal":
-                ends = r.time + float(r.data.get("duration") or 0.0)
-                last_fault = ends if last_fault is None else max(last_fault, ends)
-                continue
-            if kind == "run.end":
-                end = r.time
-                continue
             if kind in _SESSION_KINDS:
                 if not dedup.fresh(r):
                     continue
@@ -131,7 +125,14 @@ class Liveness:
                         s.running += 1
                 update(sid, s, r)
                 continue
-            if not kind.startswith("invocation.") or r.invocation is None:
+            if kind not in _INVOCATION_KINDS:
+                if kind in FAULT_KINDS:
+                    faults.feed(r)
+                if kind.startswith("fault.") and kind != "fault.heal":
+                    ends = r.time + float(r.data.get("duration") or 0.0)
+                    last_fault = ends if last_fault is None else max(last_fault, ends)
+                continue
+            if r.invocation is None:
                 continue
             inv = invocations.get(r.invocation)
             if inv is None:
@@ -149,16 +150,14 @@ class Liveness:
                         del holders[slot]
                 del invocations[r.invocation]
                 continue
-            state = {"invocation.started": "running", "invocation.resumed": "running",
-                     "invocation.repinned": "running", "invocation.suspended": "suspended",
-                     "invocation.paused": "paused"}.get(kind)
+            state = _STATES.get(kind)
             if state is not None and state != inv.state:
                 inv.state, inv.state_since = state, r.time
                 inv.reason = r.data.get("reason")
             if kind == "invocation.started" and inv.target is not None and inv.key is not None:
                 holders[(inv.target.split("/", 1)[0], inv.key)] = r.invocation
 
-        end_time = last if end is None else end
+        end_time = run_end(history)
         if faults.unhealed:
             return Result(self.name, True, reached=False,
                           note="a fault never healed, so liveness was not judged")

@@ -23,9 +23,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import final
 
-from harness.checkers._common import FAULT_KINDS, Faults, at, guarded, limit_text, overlap
+from harness.checkers._common import (
+    FAULT_KINDS,
+    Faults,
+    at,
+    guarded,
+    limit_text,
+    overlap,
+    run_end,
+)
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record, fmt_duration
+
+_KINDS = frozenset(
+    {"invocation.created", "invocation.started", "invocation.suspended", "invocation.resumed",
+     "invocation.completed", "invocation.paused", "invocation.repinned",
+     "deployment.registered", "deployment.superseded", "deployment.drained"}
+)
 
 
 @dataclass(slots=True)
@@ -72,8 +86,6 @@ class PinningBound:
         drained: dict[str, Record] = {}
         live: dict[str, int] = {}
         faults = Faults()
-        end: float | None = None
-        last = 0.0
 
         def inv_of(r: Record) -> _Invocation | None:
             inv_id = r.invocation
@@ -106,12 +118,8 @@ class PinningBound:
             if kind in FAULT_KINDS:
                 faults.feed(r)
                 continue
-            if not (kind.startswith("invocation.") or kind.startswith("deployment.")):
-                if kind == "run.end":
-                    end = r.time
-                last = max(last, r.time)
+            if kind not in _KINDS:
                 continue
-            last = max(last, r.time)
             if kind == "invocation.started":
                 inv = inv_of(r)
                 if inv is not None and r.deployment is not None:
@@ -163,7 +171,7 @@ class PinningBound:
                 if first is None or r.time < first.time:
                     drained[r.deployment] = r
 
-        end_time = last if end is None else end
+        end_time = run_end(history)
         host_down, provider = faults.finish(end_time)
         bound = config.hand_off_after + config.tolerance
         limit = limit_text(config, config.hand_off_after)

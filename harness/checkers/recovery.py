@@ -23,14 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import final
 
-from harness.checkers._common import Dedup, at, attr, guarded
+from harness.checkers._common import Dedup, at, attr, guarded, run_end
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record, fmt_duration
 
 _KINDS = frozenset(
     {"tool.intent", "tool.result", "tool.awaiting", "tool.handoff", "turn.waiting",
      "op.answer", "tool.rerun", "turn.resumed", "turn.held", "turn.ended",
-     "threadlog.assigned", "attempt.started", "effect.attempted", "run.end"}
+     "threadlog.assigned", "attempt.started", "effect.attempted"}
 )
 _WAITS = frozenset({"tool.awaiting", "tool.handoff", "turn.waiting"})
 _ANSWERS = frozenset({"op.answer", "tool.rerun", "turn.resumed"})
@@ -71,10 +71,9 @@ class ConservativeRecovery:
         waiting: set[str] = set()
         by_session: dict[str, set[str]] = {}
         by_invocation: dict[str, set[str]] = {}
+        by_turn: dict[tuple[str, str], list[str]] = {}
         moved: list[_Intent] = []
         violations: list[Violation] = []
-        end: float | None = None
-        last = 0.0
 
         def move(tcs: set[str] | None, r: Record, newer_than: int | None = None) -> None:
             if not tcs:
@@ -93,12 +92,10 @@ class ConservativeRecovery:
         def turn_intents(session: str | None, turn: str | None) -> list[_Intent]:
             if session is None or turn is None:
                 return []
-            return [intents[tc] for tc in by_session.get(session, ())
-                    if intents[tc].turn == turn]
+            return [intents[tc] for tc in by_turn.get((session, turn), ())]
 
         for r in history.records:
             kind = r.kind
-            last = r.time if r.time > last else last
             if kind not in _KINDS or not dedup.fresh(r):
                 continue
             tc = attr(r, "tool_call")
@@ -108,9 +105,13 @@ class ConservativeRecovery:
                     continue
                 epoch = epochs.get(session) if session is not None else None
                 inv = attr(r, "invocation")
-                intents[tc] = _Intent(r, session, attr(r, "turn"), inv, epoch)
+                turn = attr(r, "turn")
+                intents[tc] = _Intent(r, session, turn, inv, epoch)
                 if session is not None:
+                    # Only unresolved intents stay here, so a move looks at few of them.
                     by_session.setdefault(session, set()).add(tc)
+                    if turn is not None:
+                        by_turn.setdefault((session, turn), []).append(tc)
                 if inv is not None:
                     by_invocation.setdefault(inv, set()).add(tc)
             elif kind == "effect.attempted":
@@ -168,21 +169,22 @@ class ConservativeRecovery:
                 elif intent.move is not None:
                     intent.settled = intent.settled or r
                 intent.resolved = True
+                if intent.session is not None:
+                    by_session.get(intent.session, set()).discard(tc)
+                if intent.invocation is not None:
+                    by_invocation.get(intent.invocation, set()).discard(tc)
             elif kind == "turn.held":
                 targets = ([intents[tc]] if tc is not None and tc in intents
                            else turn_intents(session, attr(r, "turn")))
                 for intent in targets:
                     if intent.move is not None and intent.held is None:
                         intent.held = r
-            elif kind == "turn.ended":
-                if r.data.get("reason") in _ACCEPTED_ENDS:
-                    for intent in turn_intents(session, attr(r, "turn")):
-                        if intent.move is not None and intent.settled is None:
-                            intent.settled = r
-            elif kind == "run.end":
-                end = r.time
+            elif kind == "turn.ended" and r.data.get("reason") in _ACCEPTED_ENDS:
+                for intent in turn_intents(session, attr(r, "turn")):
+                    if intent.move is not None and intent.settled is None:
+                        intent.settled = r
 
-        end_time = last if end is None else end
+        end_time = run_end(history)
         held = 0
         for intent in moved:
             if intent.held is not None:

@@ -32,14 +32,16 @@ from harness.checkers._common import (
     limit_text,
     merge,
     overlap,
+    run_end,
 )
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record, fmt_duration
 
 _KINDS = frozenset(
     {"turn.waiting", "turn.resumed", "turn.ended", "tool.awaiting", "tool.handoff",
-     "tool.result", "run.end"}
+     "tool.result"}
 )
+_WANTED = _KINDS | FAULT_KINDS
 _EPSILON = 1e-6
 
 
@@ -70,18 +72,14 @@ class TurnOutcome:
         early_resumes: dict[tuple[str, str], list[Record]] = {}
         dedup = Dedup()
         faults = Faults()
-        end: float | None = None
-        last = 0.0
         for r in history.records:
             kind = r.kind
-            last = r.time if r.time > last else last
+            if kind not in _WANTED:
+                continue
             if kind in FAULT_KINDS:
                 faults.feed(r)
                 continue
-            if kind not in _KINDS or not dedup.fresh(r):
-                continue
-            if kind == "run.end":
-                end = r.time
+            if not dedup.fresh(r):
                 continue
             turn = attr(r, "turn")
             tc = attr(r, "tool_call")
@@ -121,7 +119,7 @@ class TurnOutcome:
                 if first is None or r.time < first.time:
                     expiries[tc] = r
 
-        end_time = last if end is None else end
+        end_time = run_end(history)
         host_down, provider = faults.finish(end_time)
         fault_windows = merge(host_down + provider)
         max_wait, tolerance = config.max_wait, config.tolerance

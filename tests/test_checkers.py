@@ -1,0 +1,833 @@
+"""The checkers, each on small hand-made histories.
+
+Every checker gets a history it must pass and a planted bug it must catch (with a witness that
+names the ids that prove it), a history that never reaches its window (`reached` False), and
+at-least-once duplicates of observations (same event_id) that must not look like violations.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import harness.checkers as checkers
+from harness.checkers import (
+    ALL,
+    AccessRechecked,
+    BusyRule,
+    CheckConfig,
+    ConservativeRecovery,
+    Fencing,
+    Liveness,
+    NoDuplicateEffects,
+    PinningBound,
+    Result,
+    TurnOutcome,
+    by_name,
+    run_checkers,
+)
+from harness.errors import ConfigError
+from harness.history import History, Record
+
+CONFIG = CheckConfig()  # hand_off_after 5 min, max_wait 8 days, tolerance 60 s, liveness 1 h
+MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
+
+
+def ev(h: History, kind: str, t: float, data: dict[str, Any] | None = None,
+       type: Any = "event", **fields: Any) -> Record:
+    return h.add(kind, type, time=t, data=data or {}, **fields)
+
+
+def ob(h: History, kind: str, t: float, event_id: str, data: dict[str, Any] | None = None,
+       **fields: Any) -> Record:
+    """An observation from the runtime: carries an event_id, may repeat."""
+    return h.add(kind, "event", time=t, data={"event_id": event_id, **(data or {})}, **fields)
+
+
+def failing(result: Result) -> str:
+    assert result.valid is False, result
+    return result.witness(limit=20)
+
+
+def passing(result: Result) -> None:
+    assert result.valid is True, result.witness(limit=20)
+
+
+# ---------------------------------------------------------------- composition
+
+
+def test_all_lists_the_eight_invariants_in_the_design_order() -> None:
+    assert [c.name for c in ALL] == [
+        "no-duplicate-effects", "pinning-bound", "busy-rule", "fencing", "turn-outcome",
+        "access-rechecked", "conservative-recovery", "liveness",
+    ]
+    for checker in ALL:
+        assert checker.description.endswith(".") and "\n" not in checker.description
+        assert by_name(checker.name) is checker
+
+
+def test_public_surface_is_pinned() -> None:
+    assert set(checkers.__all__) == {
+        "ALL", "AccessRechecked", "BusyRule", "CheckConfig", "Checker",
+        "ConservativeRecovery", "Fencing", "Liveness", "NoDuplicateEffects", "PinningBound",
+        "Result", "TurnOutcome", "Valid", "Violation", "by_name", "cite", "run_checkers",
+        "verdict",
+    }
+
+
+def test_by_name_unknown_says_which_names_exist() -> None:
+    with pytest.raises(ConfigError, match="no-duplicate-effects"):
+        by_name("nope")
+
+
+def test_empty_history_passes_everything_without_reaching_anything() -> None:
+    results = run_checkers(ALL, History(), CONFIG)
+    assert [r.valid for r in results] == [True] * 8
+    assert not any(r.reached for r in results)
+
+
+def test_a_crashing_checker_yields_unknown_through_run_checkers() -> None:
+    class Broken:
+        name = "broken"
+        description = "Always crashes."
+
+        def check(self, history: History, config: CheckConfig) -> Result:
+            raise RuntimeError("boom")
+
+    results = run_checkers([Broken(), NoDuplicateEffects()], History(), CONFIG)
+    assert results[0].valid is None and "boom" in results[0].note
+    assert results[0].outcome == "unknown"
+    assert results[1].valid is True
+
+
+def test_a_checker_given_garbage_returns_unknown_instead_of_raising() -> None:
+    h = History()
+    ev(h, "threadlog.committed", 10, {"seq": "not-a-number"}, session="s1", epoch=1)
+    result = Fencing().check(h, CONFIG)
+    assert result.valid is None
+    assert "checker crashed: ValueError" in result.note
+    [through] = run_checkers([Fencing()], h, CONFIG)
+    assert through.valid is None
+
+
+# ---------------------------------------------------------------- no-duplicate-effects
+
+
+def _effect(h: History, kind: str, t: float, key: str, logical: str,
+            effect: str = "email", tool_call: str | None = "tc1") -> Record:
+    return ev(h, kind, t, {"effect": effect, "logical": logical}, key=key, session="s1",
+              turn="T1", tool_call=tool_call)
+
+
+def test_effects_retry_under_the_same_key_is_fine() -> None:
+    h = History()
+    _effect(h, "effect.attempted", 1, "k1", "tc1")
+    _effect(h, "effect.delivered", 1, "k1", "tc1")
+    _effect(h, "effect.attempted", 5, "k1", "tc1")
+    _effect(h, "effect.deduplicated", 5, "k1", "tc1")
+    _effect(h, "effect.delivered", 6, "m1", "T1:1", effect="model", tool_call=None)
+    result = NoDuplicateEffects().check(h, CONFIG)
+    passing(result)
+    assert result.reached
+    assert result.stats["delivered"] == 2 and result.stats["deduplicated"] == 1
+
+
+def test_effects_same_tool_call_under_two_keys_is_a_duplicate() -> None:
+    h = History()
+    first = _effect(h, "effect.delivered", 1, "k1", "tc1")
+    second = _effect(h, "effect.delivered", 90, "k2", "tc1")
+    result = NoDuplicateEffects().check(h, CONFIG)
+    witness = failing(result)
+    assert "tc1" in witness and "k1" in witness and "k2" in witness
+    assert result.violations[0].records == (first.index, second.index)
+
+
+def test_effects_one_key_delivered_twice_is_a_duplicate() -> None:
+    h = History()
+    _effect(h, "effect.delivered", 1, "k1", "tc1", effect="charge")
+    _effect(h, "effect.delivered", 2, "k1", "tc1", effect="charge")
+    witness = failing(NoDuplicateEffects().check(h, CONFIG))
+    assert "charge with idempotency key k1 was delivered twice" in witness
+
+
+def test_effects_same_logical_id_of_different_effect_kinds_do_not_collide() -> None:
+    h = History()
+    _effect(h, "effect.delivered", 1, "k1", "x", effect="email")
+    _effect(h, "effect.delivered", 2, "k2", "x", effect="charge")
+    passing(NoDuplicateEffects().check(h, CONFIG))
+
+
+def test_effects_not_reached_without_deliveries() -> None:
+    h = History()
+    _effect(h, "effect.attempted", 1, "k1", "tc1")
+    result = NoDuplicateEffects().check(h, CONFIG)
+    passing(result)
+    assert not result.reached
+
+
+# ---------------------------------------------------------------- pinning-bound
+
+
+def _deploy(h: History, t: float, dep: str, version: str, prev: str | None = None) -> None:
+    ev(h, "deployment.registered", t, {"version": version, "hosts": [f"{dep}.h1"]},
+       deployment=dep)
+    if prev is not None:
+        ev(h, "deployment.superseded", t, {"by": dep}, deployment=prev)
+
+
+def _start(h: History, t: float, inv: str, dep: str, target: str = "Controller/onMessage",
+           key: str | None = "s1") -> None:
+    ev(h, "invocation.created", t, {"target": target, "key": key}, invocation=inv)
+    ev(h, "invocation.started", t, {"target": target, "key": key}, invocation=inv,
+       deployment=dep)
+
+
+def test_pinning_short_wait_then_drain_passes() -> None:
+    h = History()
+    _deploy(h, 0, "dep1", "v1")
+    _start(h, 0, "inv1", "dep1")
+    ev(h, "invocation.suspended", 10, invocation="inv1", deployment="dep1")
+    _deploy(h, 100, "dep2", "v2", prev="dep1")
+    ev(h, "invocation.resumed", 200, invocation="inv1", deployment="dep1")
+    ev(h, "invocation.completed", 210, {"target": "Controller/onMessage"}, "ok",
+       invocation="inv1", deployment="dep1")
+    ev(h, "deployment.drained", 210, deployment="dep1")
+    ev(h, "run.end", 10 * DAY)
+    result = PinningBound().check(h, CONFIG)
+    passing(result)
+    assert result.reached
+    assert result.stats["max_pinned"] == pytest.approx(110)
+    assert result.stats["max_suspended"] == pytest.approx(190)
+
+
+def test_pinning_eight_day_wait_pins_the_old_deployment() -> None:
+    h = History()
+    _deploy(h, 0, "dep1", "v1")
+    _start(h, 0, "inv4", "dep1")
+    suspended = ev(h, "invocation.suspended", 10, invocation="inv4", deployment="dep1")
+    _deploy(h, 300, "dep2", "v2", prev="dep1")
+    ev(h, "run.end", 3 * DAY)
+    result = PinningBound().check(h, CONFIG)
+    witness = failing(result)
+    assert ("deployment dep1 (v1) stayed pinned 3.00d (still pinned when the run ended) "
+            "after it was superseded at t=5.0m: invocation inv4 Controller/onMessage "
+            "suspended from t=10s") in witness
+    assert "limit 5.0m + 60s" in witness
+    assert "invocation inv4 Controller/onMessage suspended from t=10s until the run ended" \
+        in witness
+    assert all(suspended.index in v.records for v in result.violations)
+    assert result.stats["max_pinned"] == pytest.approx(3 * DAY - 300)
+
+
+def test_pinning_long_suspension_without_redeploy_is_still_a_violation() -> None:
+    h = History()
+    _deploy(h, 0, "dep1", "v1")
+    _start(h, 0, "inv2", "dep1", target="doTurn/run", key=None)
+    ev(h, "invocation.suspended", 10, invocation="inv2", deployment="dep1")
+    ev(h, "invocation.resumed", 10 + 8 * DAY, invocation="inv2", deployment="dep1")
+    witness = failing(PinningBound().check(h, CONFIG))
+    assert "inv2 doTurn/run" in witness and "8.00d suspended" in witness
+
+
+def test_pinning_host_downtime_is_not_counted_as_waiting() -> None:
+    h = History()
+    _deploy(h, 0, "dep1", "v1")
+    _start(h, 0, "inv1", "dep1")
+    _deploy(h, 50, "dep2", "v2", prev="dep1")
+    ev(h, "host.paused", 60, host="dep1.h1", deployment="dep1")
+    ev(h, "host.resumed", 60 + 20 * MIN, host="dep1.h1", deployment="dep1")
+    ev(h, "invocation.completed", 61 + 20 * MIN, type="ok", invocation="inv1",
+       deployment="dep1")
+    ev(h, "deployment.drained", 61 + 20 * MIN, deployment="dep1")
+    result = PinningBound().check(h, CONFIG)
+    passing(result)
+    assert result.stats["max_pinned"] > 20 * MIN
+
+
+def test_pinning_running_keeper_excused_by_a_paused_host() -> None:
+    h = History()
+    _deploy(h, 0, "dep1", "v1")
+    _start(h, 0, "inv1", "dep1")
+    _deploy(h, 50, "dep2", "v2", prev="dep1")
+    ev(h, "fault.gc-pause", 60, {"duration": 30.0}, type="info", host="dep1.h1")
+    ev(h, "run.end", 2 * HOUR)
+    result = PinningBound().check(h, CONFIG)
+    passing(result)
+    assert "by faults" in result.note
+
+
+def test_pinning_paused_invocation_keeps_deployment_alive() -> None:
+    h = History()
+    _deploy(h, 0, "dep1", "v1")
+    _start(h, 0, "inv7", "dep1")
+    _deploy(h, 50, "dep2", "v2", prev="dep1")
+    paused = ev(h, "invocation.paused", 70, {"reason": "journal mismatch"}, invocation="inv7",
+                deployment="dep1")
+    ev(h, "run.end", HOUR)
+    result = PinningBound().check(h, CONFIG)
+    witness = failing(result)
+    assert "inv7" in witness and "journal mismatch" in witness
+    assert paused.index in result.violations[0].records
+
+
+def test_pinning_not_reached_without_supersede_or_suspension() -> None:
+    h = History()
+    _deploy(h, 0, "dep1", "v1")
+    _start(h, 0, "inv1", "dep1")
+    ev(h, "invocation.completed", 5, type="ok", invocation="inv1", deployment="dep1")
+    result = PinningBound().check(h, CONFIG)
+    passing(result)
+    assert not result.reached
+
+
+# ---------------------------------------------------------------- busy-rule
+
+
+def test_busy_waiting_turn_then_queued_message_in_order_passes() -> None:
+    h = History()
+    ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
+    ob(h, "message.queued", 5, "e2", {"message": "m2"}, session="s1")
+    ob(h, "message.queued", 6, "e3", {"message": "m3"}, session="s1")
+    ob(h, "turn.waiting", 300, "e4", session="s1", turn="T1", tool_call="tc1")
+    ob(h, "turn.resumed", 900, "e5", {"outcome": "answered"}, session="s1", turn="T1",
+       tool_call="tc1")
+    ob(h, "turn.ended", 950, "e6", {"reason": "completed"}, session="s1", turn="T1")
+    ob(h, "turn.started", 950, "e7", {"message": "m2"}, session="s1", turn="T2")
+    ob(h, "turn.ended", 960, "e8", {"reason": "completed"}, session="s1", turn="T2")
+    ob(h, "turn.started", 960, "e9", {"message": "m3"}, session="s1", turn="T3")
+    ob(h, "turn.started", 0, "f1", {"message": "n1"}, session="s2", turn="U1")
+    result = BusyRule().check(h, CONFIG)
+    passing(result)
+    assert result.reached and result.stats["queued"] == 2
+
+
+def test_busy_new_turn_while_a_turn_waits_as_state_is_a_violation() -> None:
+    h = History()
+    started = ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
+    waiting = ob(h, "turn.waiting", 300, "e2", session="s1", turn="T1", tool_call="tc1")
+    second = ob(h, "turn.started", 400, "e3", {"message": "m2"}, session="s1", turn="T2")
+    result = BusyRule().check(h, CONFIG)
+    witness = failing(result)
+    assert "session s1: turn T2 started" in witness and "turn T1" in witness
+    assert "waiting on tool call tc1" in witness
+    assert result.violations[0].records == (started.index, waiting.index, second.index)
+
+
+def test_busy_queued_messages_out_of_order_is_a_violation() -> None:
+    h = History()
+    ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
+    ob(h, "message.queued", 5, "e2", {"message": "m2"}, session="s1")
+    ob(h, "message.queued", 6, "e3", {"message": "m3"}, session="s1")
+    ob(h, "turn.ended", 50, "e4", {"reason": "completed"}, session="s1", turn="T1")
+    ob(h, "turn.started", 50, "e5", {"message": "m3"}, session="s1", turn="T3")
+    witness = failing(BusyRule().check(h, CONFIG))
+    assert "message m3 started turn T3" in witness and "before message m2" in witness
+
+
+def test_busy_repeated_observations_are_not_new_turns() -> None:
+    h = History()
+    ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
+    ob(h, "turn.ended", 10, "e2", {"reason": "completed"}, session="s1", turn="T1")
+    # The step that emitted turn.started is retried after the turn ended: same event_id.
+    ob(h, "turn.started", 11, "e1", {"message": "m1"}, session="s1", turn="T1")
+    ob(h, "message.queued", 12, "e3", {"message": "m2"}, session="s1")
+    ob(h, "message.queued", 12, "e3", {"message": "m2"}, session="s1")
+    ob(h, "turn.started", 20, "e4", {"message": "m2"}, session="s1", turn="T2")
+    result = BusyRule().check(h, CONFIG)
+    passing(result)
+    assert result.stats["turns"] == 2 and result.stats["queued"] == 1
+
+
+def test_busy_not_reached_without_contention() -> None:
+    h = History()
+    ob(h, "message.received", 0, "e0", {"message": "m1"}, session="s1")
+    ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
+    ob(h, "turn.ended", 10, "e2", {"reason": "completed"}, session="s1", turn="T1")
+    result = BusyRule().check(h, CONFIG)
+    passing(result)
+    assert not result.reached
+
+
+# ---------------------------------------------------------------- fencing
+
+
+def _assign(h: History, t: float, epoch: int, owner: str, eid: str) -> Record:
+    return ob(h, "threadlog.assigned", t, eid, {"owner": owner}, session="s1", epoch=epoch)
+
+
+def _append(h: History, t: float, seq: int, epoch: int, eid: str) -> Record:
+    return ob(h, "threadlog.appended", t, eid, {"seq": seq}, session="s1", epoch=epoch)
+
+
+def _committed(h: History, t: float, entries: list[tuple[int, int, str]]) -> None:
+    for seq, epoch, owner in entries:
+        ev(h, "threadlog.committed", t, {"seq": seq, "owner": owner, "kind": "msg"},
+           session="s1", epoch=epoch)
+
+
+def test_fencing_reassignment_with_rejected_stale_append_passes() -> None:
+    h = History()
+    _assign(h, 0, 1, "h1", "a1")
+    _append(h, 1, 1, 1, "p1")
+    _append(h, 1, 1, 1, "p1")  # at-least-once: the same observation again
+    _append(h, 2, 2, 1, "p2")
+    _assign(h, 100, 2, "h2", "a2")
+    ob(h, "threadlog.rejected", 101, "r1", {"reason": "stale epoch"}, session="s1", epoch=1)
+    _append(h, 102, 3, 2, "p3")
+    _append(h, 103, 3, 2, "p3-again")  # same entry seen under another event id
+    ev(h, "run.end", 200)
+    _committed(h, 200, [(1, 1, "h1"), (2, 1, "h1"), (3, 2, "h2")])
+    ev(h, "threadlog.owner", 200, {"owner": "h2"}, session="s1", epoch=2)
+    result = Fencing().check(h, CONFIG)
+    passing(result)
+    assert result.reached
+    assert result.stats["appended"] == 3 and result.stats["rejected"] == 1
+
+
+def test_fencing_stale_write_that_landed_is_a_violation() -> None:
+    h = History()
+    _assign(h, 0, 1, "h1", "a1")
+    _append(h, 1, 1, 1, "p1")
+    newer = _assign(h, 100, 2, "h2", "a2")
+    _append(h, 101, 2, 2, "p2")
+    stale = _append(h, 150, 3, 1, "p3")  # host h1 woke from a GC pause and wrote anyway
+    ev(h, "run.end", 200)
+    _committed(h, 200, [(1, 1, "h1"), (2, 2, "h2"), (3, 1, "h1")])
+    result = Fencing().check(h, CONFIG)
+    witness = failing(result)
+    assert ("session s1: append seq 3 with epoch 1 was accepted at t=2.5m, although "
+            "epoch 2 (owner h2) was current since t=100s: a stale write landed") in witness
+    assert (newer.index, stale.index) == result.violations[0].records
+    assert "committed seq 3 carries epoch 1, after seq 2 was written under the newer " \
+        "epoch 2" in witness
+
+
+def test_fencing_log_with_gap_and_duplicate_is_not_linear() -> None:
+    h = History()
+    _assign(h, 0, 1, "h1", "a1")
+    _committed(h, 10, [(1, 1, "h1"), (3, 1, "h1"), (3, 1, "h1")])
+    witness = failing(Fencing().check(h, CONFIG))
+    assert "jumps to seq 3; seq 2 is missing" in witness
+    assert "holds seq 3 twice" in witness
+
+
+def test_fencing_entry_under_unassigned_epoch_or_foreign_owner() -> None:
+    h = History()
+    _assign(h, 0, 1, "h1", "a1")
+    _committed(h, 10, [(1, 1, "h9"), (2, 5, "h1")])
+    witness = failing(Fencing().check(h, CONFIG))
+    assert "written by h9 under epoch 1, which was assigned to h1" in witness
+    assert "epoch 5, which was never assigned" in witness
+
+
+def test_fencing_not_reached_with_a_single_owner() -> None:
+    h = History()
+    _assign(h, 0, 1, "h1", "a1")
+    _append(h, 1, 1, 1, "p1")
+    _committed(h, 10, [(1, 1, "h1")])
+    result = Fencing().check(h, CONFIG)
+    passing(result)
+    assert not result.reached
+
+
+# ---------------------------------------------------------------- turn-outcome
+
+
+def _wait(h: History, t: float = 300.0, turn: str = "T1", tc: str = "tc1") -> Record:
+    ob(h, "tool.awaiting", 0, f"aw-{tc}", {"tool": "send_email"}, session="s1", turn=turn,
+       tool_call=tc)
+    ob(h, "tool.handoff", t, f"ho-{tc}", session="s1", turn=turn, tool_call=tc)
+    return ob(h, "turn.waiting", t, f"w-{tc}", session="s1", turn=turn, tool_call=tc)
+
+
+def _resume(h: History, t: float, eid: str, outcome: str = "answered", turn: str = "T1",
+            tc: str = "tc1") -> Record:
+    return ob(h, "turn.resumed", t, eid, {"outcome": outcome}, session="s1", turn=turn,
+              tool_call=tc)
+
+
+def test_turns_answered_once_passes_despite_repeated_observation() -> None:
+    h = History()
+    _wait(h)
+    _resume(h, 2 * DAY, "r1")
+    _resume(h, 2 * DAY + 1, "r1")  # the same resume, observed twice
+    ev(h, "run.end", 10 * DAY)
+    result = TurnOutcome().check(h, CONFIG)
+    passing(result)
+    assert result.reached and result.stats["answered"] == 1
+
+
+def test_turns_doubled_resume_is_a_violation() -> None:
+    h = History()
+    waiting = _wait(h)
+    first = _resume(h, DAY, "r1")
+    second = _resume(h, DAY + 5, "r2")
+    result = TurnOutcome().check(h, CONFIG)
+    witness = failing(result)
+    assert "turn T1 resumed 2 times for tool call tc1" in witness
+    assert result.violations[0].records == (waiting.index, first.index, second.index)
+
+
+def test_turns_lost_wait_is_a_violation() -> None:
+    h = History()
+    waiting = _wait(h)
+    ev(h, "run.end", 300 + 8 * DAY + 2 * HOUR)
+    result = TurnOutcome().check(h, CONFIG)
+    witness = failing(result)
+    assert "turn T1 waited on tool call tc1" in witness and "never answered" in witness
+    assert result.violations[0].records == (waiting.index,)
+
+
+def test_turns_still_waiting_before_max_wait_is_fine() -> None:
+    h = History()
+    _wait(h)
+    ev(h, "run.end", 3 * DAY)
+    result = TurnOutcome().check(h, CONFIG)
+    passing(result)
+    assert result.stats["open"] == 1
+
+
+def test_turns_expiry_on_time_passes() -> None:
+    h = History()
+    _wait(h)
+    ob(h, "tool.result", 8 * DAY + 300, "x1", {"outcome": "expired"}, session="s1",
+       turn="T1", tool_call="tc1")
+    _resume(h, 8 * DAY + 301, "r1", outcome="expired")
+    ev(h, "run.end", 10 * DAY)
+    result = TurnOutcome().check(h, CONFIG)
+    passing(result)
+    assert result.stats["expired"] == 1
+
+
+def test_turns_early_and_late_expiry_are_violations() -> None:
+    h = History()
+    _wait(h, tc="tc1")
+    ob(h, "tool.result", DAY, "x1", {"outcome": "expired"}, session="s1", turn="T1",
+       tool_call="tc1")
+    _resume(h, DAY, "r1", outcome="expired", tc="tc1")
+    _wait(h, turn="T2", tc="tc2")
+    ob(h, "tool.result", 9 * DAY, "x2", {"outcome": "expired"}, session="s1", turn="T2",
+       tool_call="tc2")
+    _resume(h, 9 * DAY, "r2", outcome="expired", turn="T2", tc="tc2")
+    witness = failing(TurnOutcome().check(h, CONFIG))
+    assert "tool call tc1 of turn T1 expired at t=24.0h, only 24.0h after" in witness
+    assert "tool call tc2 of turn T2 expired late" in witness
+
+
+def test_turns_late_expiry_excused_by_as_much_fault_time() -> None:
+    h = History()
+    _wait(h)
+    ev(h, "fault.gc-pause", DAY, {"duration": 3 * HOUR}, type="info", host="dep1.h1")
+    ob(h, "tool.result", 8 * DAY + 300 + 2 * HOUR, "x1", {"outcome": "expired"},
+       session="s1", turn="T1", tool_call="tc1")
+    _resume(h, 8 * DAY + 300 + 2 * HOUR, "r1", outcome="expired")
+    passing(TurnOutcome().check(h, CONFIG))
+
+
+def test_turns_ended_by_new_message_then_resumed_is_doubled() -> None:
+    h = History()
+    _wait(h)
+    ob(h, "turn.ended", DAY, "end1", {"reason": "steered"}, session="s1", turn="T1")
+    ok = TurnOutcome().check(h, CONFIG)
+    passing(ok)
+    assert ok.stats["ended"] == 1
+    _resume(h, 2 * DAY, "r1")
+    witness = failing(TurnOutcome().check(h, CONFIG))
+    assert "turn T1 resumed for tool call tc1 at t=2.00d after its wait had already ended " \
+        "(steered)" in witness
+
+
+def test_turns_not_reached_without_a_wait() -> None:
+    h = History()
+    ob(h, "turn.started", 0, "e1", session="s1", turn="T1")
+    ob(h, "turn.ended", 5, "e2", {"reason": "completed"}, session="s1", turn="T1")
+    result = TurnOutcome().check(h, CONFIG)
+    passing(result)
+    assert not result.reached
+
+
+# ---------------------------------------------------------------- access-rechecked
+
+
+def _access_world(h: History) -> None:
+    ev(h, "op.message", 0, {"message_id": "m1", "user": "u1"}, type="invoke", session="s1")
+    _deploy(h, 0, "dep1", "v1")
+    ob(h, "tool.awaiting", 10, "aw1", {"tool": "send_email"}, session="s1", turn="T1",
+       tool_call="tc1")
+    ob(h, "tool.handoff", 310, "ho1", session="s1", turn="T1", tool_call="tc1")
+    _deploy(h, 1000, "dep2", "v2", prev="dep1")
+
+
+def test_access_rerun_on_latest_and_denied_after_revocation_passes() -> None:
+    h = History()
+    _access_world(h)
+    ev(h, "identity.revoked", 2000, {"user": "u1", "tool": "send_email"})
+    ob(h, "tool.rerun", 3000, "rr1", {"access": "denied"}, session="s1", turn="T1",
+       tool_call="tc1", deployment="dep2")
+    ob(h, "tool.rerun", 3001, "rr1", {"access": "denied"}, session="s1", turn="T1",
+       tool_call="tc1", deployment="dep2")
+    result = AccessRechecked().check(h, CONFIG)
+    passing(result)
+    assert result.reached and result.stats["reruns"] == 1
+
+
+def test_access_rerun_on_the_old_deployment_is_a_violation() -> None:
+    h = History()
+    _access_world(h)
+    ob(h, "tool.rerun", 3000, "rr1", {"access": "granted"}, session="s1", turn="T1",
+       tool_call="tc1", deployment="dep1")
+    witness = failing(AccessRechecked().check(h, CONFIG))
+    assert "tool call tc1 re-ran on deployment dep1 (v1)" in witness
+    assert "dep2 (v2) was the latest" in witness
+
+
+def test_access_rerun_placed_through_its_invocation() -> None:
+    h = History()
+    _access_world(h)
+    _start(h, 2990, "inv9", "dep2", target="PendingToolCall/answer", key="tc1")
+    ob(h, "tool.rerun", 3000, "rr1", {"access": "granted"}, session="s1", turn="T1",
+       tool_call="tc1", invocation="inv9")
+    passing(AccessRechecked().check(h, CONFIG))
+
+
+def test_access_granted_to_a_user_who_lost_access_is_a_violation() -> None:
+    h = History()
+    _access_world(h)
+    revoked = ev(h, "identity.revoked", 2000, {"user": "u1", "tool": "send_email"})
+    rerun = ob(h, "tool.rerun", 3000, "rr1", {"access": "granted"}, session="s1", turn="T1",
+               tool_call="tc1", deployment="dep2")
+    delivered = ev(h, "effect.delivered", 3001, {"effect": "email", "logical": "tc1"},
+                   key="k1", session="s1", turn="T1", tool_call="tc1")
+    result = AccessRechecked().check(h, CONFIG)
+    witness = failing(result)
+    assert "tool call tc1 re-ran with access=granted" in witness
+    assert "user u1 lost access to send_email at t=33.3m" in witness
+    assert "email of tool call tc1 was delivered" in witness
+    assert result.violations[0].records == (revoked.index, rerun.index)
+    assert delivered.index in result.violations[1].records
+
+
+def test_access_regranted_before_the_rerun_passes() -> None:
+    h = History()
+    _access_world(h)
+    ev(h, "identity.revoked", 2000, {"user": "u1", "tool": "send_email"})
+    ev(h, "identity.granted", 2500, {"user": "u1", "tool": "send_email"})
+    ob(h, "tool.rerun", 3000, "rr1", {"access": "granted"}, session="s1", turn="T1",
+       tool_call="tc1", deployment="dep2")
+    ev(h, "effect.delivered", 3001, {"effect": "email", "logical": "tc1"}, key="k1",
+       session="s1", turn="T1", tool_call="tc1")
+    passing(AccessRechecked().check(h, CONFIG))
+
+
+def test_access_rerun_without_deployment_is_unknown() -> None:
+    h = History()
+    _access_world(h)
+    ob(h, "tool.rerun", 3000, "rr1", {"access": "granted"}, session="s1", turn="T1",
+       tool_call="tc1")
+    result = AccessRechecked().check(h, CONFIG)
+    assert result.valid is None and "cannot be judged" in result.note
+
+
+def test_access_not_reached_without_reruns() -> None:
+    h = History()
+    _access_world(h)
+    result = AccessRechecked().check(h, CONFIG)
+    passing(result)
+    assert not result.reached
+
+
+# ---------------------------------------------------------------- conservative-recovery
+
+
+def _intent(h: History, t: float = 10.0, invocation: str | None = "inv3") -> Record:
+    _assign(h, 0, 1, "h1", "a1")
+    return ob(h, "tool.intent", t, "i1", {"tool": "send_email"}, session="s1", turn="T1",
+              tool_call="tc1", invocation=invocation)
+
+
+def _attempt(h: History, t: float, key: str) -> Record:
+    return ev(h, "effect.attempted", t, {"effect": "email", "logical": "tc1"}, key=key,
+              session="s1", turn="T1", tool_call="tc1")
+
+
+def test_recovery_held_turn_and_same_key_retry_pass() -> None:
+    h = History()
+    _intent(h)
+    _attempt(h, 11, "k1")
+    _assign(h, 100, 2, "h2", "a2")
+    _assign(h, 100, 2, "h2", "a2")
+    _attempt(h, 101, "k1")  # the request already in flight, re-sent under its key
+    ob(h, "turn.held", 102, "held1", session="s1", turn="T1", tool_call="tc1")
+    ob(h, "turn.held", 102, "held1", session="s1", turn="T1", tool_call="tc1")
+    ev(h, "op.answer", 500, {"decision": "confirm"}, type="invoke", tool_call="tc1")
+    _attempt(h, 501, "k1")
+    ev(h, "run.end", HOUR)
+    result = ConservativeRecovery().check(h, CONFIG)
+    passing(result)
+    assert result.reached and result.stats["held"] == 1
+
+
+def test_recovery_new_key_after_move_is_a_violation() -> None:
+    h = History()
+    intent = _intent(h)
+    _attempt(h, 11, "k1")
+    move = _assign(h, 100, 2, "h2", "a2")
+    again = _attempt(h, 101, "k2")
+    ob(h, "turn.held", 102, "held1", session="s1", turn="T1", tool_call="tc1")
+    result = ConservativeRecovery().check(h, CONFIG)
+    witness = failing(result)
+    assert "tool call tc1 was executed again with a new idempotency key k2" in witness
+    assert result.violations[0].records == (intent.index, move.index, again.index)
+
+
+def test_recovery_executing_before_the_hold_is_a_violation() -> None:
+    h = History()
+    _intent(h)
+    ev(h, "attempt.started", 100, {"attempt": 2, "replay": 4}, invocation="inv3",
+       deployment="dep1", host="dep1.h1")
+    _attempt(h, 101, "k1")
+    ob(h, "turn.held", 102, "held1", session="s1", turn="T1", tool_call="tc1")
+    witness = failing(ConservativeRecovery().check(h, CONFIG))
+    assert "tool call tc1 was executed at t=101s after ownership moved at t=100s" in witness
+
+
+def test_recovery_turn_not_held_is_a_violation() -> None:
+    h = History()
+    _intent(h)
+    _assign(h, 100, 2, "h2", "a2")
+    ev(h, "run.end", HOUR)
+    witness = failing(ConservativeRecovery().check(h, CONFIG))
+    assert "turn T1 was not held: tool call tc1 had an intent with no known result" in witness
+
+
+def test_recovery_not_reached_when_nothing_was_in_flight() -> None:
+    h = History()
+    _intent(h)
+    ob(h, "tool.result", 20, "res1", {"outcome": "completed"}, session="s1", turn="T1",
+       tool_call="tc1")
+    _assign(h, 100, 2, "h2", "a2")
+    ob(h, "tool.intent", 200, "i2", {"tool": "charge"}, session="s1", turn="T2",
+       tool_call="tc2")
+    ob(h, "tool.awaiting", 201, "aw2", session="s1", turn="T2", tool_call="tc2")
+    _assign(h, 300, 3, "h3", "a3")  # tc2 waits for a person: nothing is executing
+    ev(h, "op.answer", 400, {"decision": "approve"}, type="invoke", tool_call="tc2")
+    ev(h, "effect.attempted", 401, {"effect": "charge", "logical": "tc2"}, key="k2",
+       session="s1", turn="T2", tool_call="tc2")
+    ev(h, "run.end", HOUR)
+    result = ConservativeRecovery().check(h, CONFIG)
+    passing(result)
+    assert not result.reached
+
+
+# ---------------------------------------------------------------- liveness
+
+
+def _faults_then_heal(h: History) -> None:
+    ev(h, "fault.gc-pause", 0, {"duration": 60.0}, type="info", host="dep1.h1")
+    ev(h, "fault.heal", 100, {"at": 100.0})
+
+
+def test_liveness_everything_settles_after_heal() -> None:
+    h = History()
+    _faults_then_heal(h)
+    ob(h, "turn.started", 50, "e1", {"message": "m1"}, session="s1", turn="T1")
+    ob(h, "turn.started", 50, "e1", {"message": "m1"}, session="s1", turn="T1")
+    _start(h, 50, "inv1", "dep1")
+    ob(h, "turn.waiting", 400, "e2", session="s1", turn="T1", tool_call="tc1")
+    ev(h, "invocation.completed", 400, type="ok", invocation="inv1", deployment="dep1")
+    ev(h, "run.end", 100 + 2 * HOUR)
+    result = Liveness().check(h, CONFIG)
+    passing(result)
+    assert result.reached and result.stats["healed_at"] == 100
+
+
+def test_liveness_turn_stuck_after_heal_is_a_violation() -> None:
+    h = History()
+    _faults_then_heal(h)
+    started = ob(h, "turn.started", 50, "e1", {"message": "m1"}, session="s1", turn="T1")
+    ob(h, "message.queued", 60, "e2", {"message": "m2"}, session="s1")
+    ev(h, "run.end", 100 + 2 * HOUR)
+    result = Liveness().check(h, CONFIG)
+    witness = failing(result)
+    assert "session s1 was still busy" in witness
+    assert "turn T1 in progress since t=50s" in witness
+    assert "message m2 queued since t=60s without its turn" in witness
+    assert started.index in result.violations[0].records
+
+
+def test_liveness_invocation_queued_behind_a_held_key_is_a_violation() -> None:
+    h = History()
+    _faults_then_heal(h)
+    _start(h, 10, "inv1", "dep1")
+    ev(h, "invocation.suspended", 20, invocation="inv1", deployment="dep1")
+    ev(h, "invocation.created", 30, {"target": "Controller/onMessage", "key": "s1"},
+       invocation="inv2")
+    ev(h, "run.end", 100 + 2 * HOUR)
+    witness = failing(Liveness().check(h, CONFIG))
+    assert "invocation inv2 Controller/onMessage never completed: queued since t=30s " \
+        "behind inv1, which holds key s1" in witness
+    assert "invocation inv1 Controller/onMessage never completed: suspended" in witness
+
+
+def test_liveness_slow_but_finished_turn_after_heal_is_a_violation() -> None:
+    h = History()
+    _faults_then_heal(h)
+    ob(h, "turn.started", 50, "e1", session="s1", turn="T1")
+    ob(h, "turn.ended", 100 + 90 * MIN, "e2", {"reason": "completed"}, session="s1",
+       turn="T1")
+    ev(h, "run.end", 100 + 3 * HOUR)
+    witness = failing(Liveness().check(h, CONFIG))
+    assert "session s1 stayed busy from t=50s to t=91.7m" in witness
+
+
+def test_liveness_not_reached_when_the_run_ends_before_the_bound() -> None:
+    h = History()
+    _faults_then_heal(h)
+    ob(h, "turn.started", 50, "e1", session="s1", turn="T1")
+    ev(h, "run.end", 100 + 10 * MIN)
+    result = Liveness().check(h, CONFIG)
+    passing(result)
+    assert not result.reached
+
+
+def test_liveness_not_judged_while_a_fault_never_healed() -> None:
+    h = History()
+    ev(h, "host.paused", 0, host="dep1.h1", deployment="dep1")
+    ob(h, "turn.started", 50, "e1", session="s1", turn="T1")
+    ev(h, "run.end", 10 * HOUR)
+    result = Liveness().check(h, CONFIG)
+    passing(result)
+    assert not result.reached and "never healed" in result.note
+
+
+# ---------------------------------------------------------------- speed
+
+
+def test_checkers_are_one_pass_fast_on_a_large_history() -> None:
+    import time as wall
+
+    h = History()
+    _deploy(h, 0, "dep1", "v1")
+    t = 0.0
+    for i in range(5000):
+        t += 1.0
+        s, turn, tc = f"s{i % 50}", f"T{i}", f"tc{i}"
+        ob(h, "turn.started", t, f"ts{i}", {"message": f"m{i}"}, session=s, turn=turn)
+        _start(h, t, f"inv{i}", "dep1", key=s)
+        ob(h, "tool.intent", t, f"in{i}", {"tool": "send_email"}, session=s, turn=turn,
+           tool_call=tc)
+        ev(h, "effect.attempted", t, {"effect": "email", "logical": tc}, key=f"k{i}",
+           session=s, turn=turn, tool_call=tc)
+        ev(h, "effect.delivered", t, {"effect": "email", "logical": tc}, key=f"k{i}",
+           session=s, turn=turn, tool_call=tc)
+        ob(h, "tool.result", t, f"re{i}", {"outcome": "completed"}, session=s, turn=turn,
+           tool_call=tc)
+        ev(h, "invocation.completed", t, type="ok", invocation=f"inv{i}", deployment="dep1")
+        ob(h, "turn.ended", t, f"te{i}", {"reason": "completed"}, session=s, turn=turn)
+    ev(h, "run.end", t + 2 * HOUR)
+    start = wall.perf_counter()
+    results = run_checkers(ALL, h, CONFIG)
+    elapsed = wall.perf_counter() - start
+    assert [r.valid for r in results] == [True] * 8, [r.witness() for r in results]
+    assert elapsed < 2.0
