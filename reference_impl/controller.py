@@ -188,7 +188,7 @@ class _Decision:
         outcome = str(finished["outcome"])
         self.emit("turn.resumed", f"turn.resumed:{waiting.tool_call}:{outcome}",
                   turn=waiting.turn, tool_call=waiting.tool_call, outcome=outcome,
-                  waited=waiting.since)
+                  since=waiting.since)
         self._dispatch(waiting.turn, {"resume": {
             "tool_call": waiting.tool_call, "tool": finished.get("tool", ""),
             "outcome": outcome, "result": finished.get("result"),

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from refimpl_world import AppBuilder, RefWorld, start
+import refimpl_world
+from refimpl_world import AppBuilder, RefWorld
 
 from harness.history import Record
 from harness.sim import Simulator
@@ -19,7 +20,7 @@ from harness.sim.engine import FaultAction
 from harness.sim.model import Host
 from reference_impl.app import build_app
 from reference_impl.naive import build_naive_app
-from reference_impl.ports import Config
+from reference_impl.ports import EVENTS, Config
 
 MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
 HAND_OFF = Config().hand_off_after
@@ -29,6 +30,31 @@ _RECORD_FIELDS = ("session", "turn", "tool_call", "epoch", "key", "invocation", 
 
 
 # --------------------------------------------------------------------------- driving
+
+_STARTED: list[Simulator] = []
+
+
+def start(build: AppBuilder, **options: Any) -> tuple[Simulator, RefWorld]:
+    sim, world = refimpl_world.start(build, **options)
+    _STARTED.append(sim)
+    return sim, world
+
+
+@pytest.fixture(autouse=True)
+def _every_event_speaks_the_vocabulary() -> Any:
+    """After each story: every observation the runtime emitted is a kind of `EVENTS` and
+    carries the fields that kind promises (what the checkers read)."""
+    _STARTED.clear()
+    yield
+    for sim in _STARTED:
+        for record in sim.history:
+            if "event_id" not in record.data:
+                continue  # the world's and the simulator's records
+            assert record.kind in EVENTS, f"{record.describe()}: not in ports.EVENTS"
+            for name in EVENTS[record.kind]:
+                value = (getattr(record, name) if name in _RECORD_FIELDS
+                         else record.data.get(name))
+                assert value is not None, f"{record.describe()} lacks {name!r}"
 
 
 def say(sim: Simulator, session: str, message_id: str, plan: list[Any], *,
@@ -55,14 +81,19 @@ def cancel(sim: Simulator, session: str, *, at: float) -> None:
 
 def redeploy(sim: Simulator, world: RefWorld, build: AppBuilder, version: str, *,
              at: float) -> None:
-    sim.at(at, lambda: world.deploy(build, version))
+    _at(sim, at, lambda: world.deploy(build, version))
 
 
 def _at(sim: Simulator, at: float | None, action: Callable[[], object]) -> None:
+    """Run `action` now, or at virtual time `at` (its result, an id, is dropped)."""
     if at is None:
         action()
-    else:
-        sim.at(at, lambda: action() and None)
+        return
+
+    def scheduled() -> None:
+        action()
+
+    sim.at(at, scheduled)
 
 
 def once_at(point: str, action: FaultAction) -> Callable[[str, Host], FaultAction | None]:
@@ -522,3 +553,87 @@ def test_same_seed_gives_the_same_history() -> None:
         return sim.history.to_jsonl()
 
     assert once(11) == once(11)
+
+
+def test_naive_variant_queues_a_new_message_behind_the_card() -> None:
+    sim, world = start(build_naive_app)
+    say(sim, "s1", "m1", [EMAIL])
+    say(sim, "s1", "m2", [], at=1 * HOUR)
+    answer(sim, "s1.turn1.t1", at=1 * DAY)
+    sim.run()
+    # Before the change a waiting turn is an active invocation: the message waits a day.
+    assert [r.data["message"] for r in ev(sim, "message.queued")] == ["m2"]
+    assert one(sim, "turn.ended", turn="s1.turn1").data["reason"] == "completed"
+    assert one(sim, "turn.started", turn="s1.turn2").time == pytest.approx(1 * DAY, abs=10)
+    assert [r.key for r in world.deliveries("email")] == ["email:s1.turn1.t1"]
+    assert_one_turn_at_a_time(sim, "s1")
+
+
+def test_naive_variant_expires_in_call_at_max_wait() -> None:
+    sim, world = start(build_naive_app)
+    say(sim, "s1", "m1", [EMAIL])
+    sim.run()
+    tc = "s1.turn1.t1"
+    result = one(sim, "tool.result", tool_call=tc)
+    assert result.data["outcome"] == "expired"
+    assert result.time == pytest.approx(card_shown_at(sim, tc) + MAX_WAIT)
+    assert ev(sim, "turn.waiting") == [] and ev(sim, "turn.resumed") == []
+    assert sim.state("PendingToolCall", tc)["row"]["phase"] == "ended"
+    assert world.deliveries("email") == []
+
+
+def test_answer_and_new_message_at_once_the_effect_becomes_a_message() -> None:
+    """The answer's re-run is under way when a new message ends the waiting turn: the email
+    went out, so the agent learns of it as a new message instead of losing it."""
+    sim, world = start(build_app)
+    say(sim, "s1", "m1", [EMAIL])
+    answer(sim, "s1.turn1.t1", at=1 * HOUR)
+    say(sim, "s1", "m2", [], at=1 * HOUR)
+    sim.run()
+    tc = "s1.turn1.t1"
+    assert one(sim, "turn.ended", turn="s1.turn1").data["reason"] == "steered"
+    assert [r.key for r in world.deliveries("email")] == [f"email:{tc}"]
+    finished = one(sim, "tool.finished", tool_call=tc)
+    assert finished.data["outcome"] == "answered"
+    assert one(sim, "turn.started", turn="s1.turn3").data["message"] == \
+        f"result:{tc}:answered"
+    assert ev(sim, "turn.resumed") == []
+    assert_one_turn_at_a_time(sim, "s1")
+    assert idle(sim, "s1")
+
+
+def test_crash_after_charge_before_journal_charges_once() -> None:
+    sim, world = start(build_app)
+    sim.on_fault_point = once_at("effect.charge.after_charge", ("crash", None))
+    say(sim, "s1", "m1", [{"tool": "charge_card", "args": {"amount": 42}}])
+    answer(sim, "s1.turn1.t1", at=1 * HOUR)  # after the hand-off: PendingToolCall runs it
+    sim.run()
+    key = "charge:s1.turn1.t1"
+    assert [r.key for r in world.deliveries("charge")] == [key]
+    assert len(ev(sim, "effect.attempted", key=key)) == 2
+    assert one(sim, "host.crashed").time == pytest.approx(1 * HOUR, abs=1)
+    assert one(sim, "tool.result", tool_call="s1.turn1.t1").data["outcome"] == "answered"
+    assert one(sim, "turn.ended", turn="s1.turn1").data["reason"] == "completed"
+
+
+def test_crash_after_model_call_bills_once() -> None:
+    sim, world = start(build_app)
+    sim.on_fault_point = once_at("effect.model.after_call", ("crash", None))
+    say(sim, "s1", "m1", ["lookup"])
+    sim.run()
+    assert [r.key for r in world.deliveries("model")] == \
+        ["model:s1.turn1:0", "model:s1.turn1:1"]
+    assert len(ev(sim, "effect.attempted", key="model:s1.turn1:0")) == 2
+    entries = world.store._threads["s1"].entries
+    assert [e.kind for e in entries].count("model") == 2  # the repeated step wrote once
+
+
+def test_owner_stalled_in_its_transaction_loses_the_row_and_its_commit() -> None:
+    sim, world = start(build_app, hosts=2, seed=3)
+    sim.on_fault_point = once_at("threadlog.append.locked", ("pause", 600.0))
+    say(sim, "s1", "m1", [])
+    sim.run()
+    rejected = one(sim, "threadlog.rejected", session="s1")
+    assert (rejected.epoch, rejected.data["reason"]) == (1, "TransactionAborted")
+    assert {e.epoch for e in world.store._threads["s1"].entries} == {2}
+    assert one(sim, "turn.ended", turn="s1.turn1").data["reason"] == "completed"
