@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -128,8 +127,8 @@ def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
         for run in failed:
             for result in run.results:
                 if result.valid is False:
-                    by_invariant.setdefault(result.checker, []).append(
-                        f"{run.name}: {result.witness(1)}")
+                    first = result.violations[0].message if result.violations else ""
+                    by_invariant.setdefault(result.checker, []).append(f"{run.name}: {first}")
         for invariant, examples in by_invariant.items():
             lines.append(f"  {invariant}: {len(examples)} run(s), e.g. {examples[0]}")
     for minimal in suite.shrunk:

@@ -7,7 +7,7 @@ Also the base a user reaches for when wiring another application onto the simula
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from harness.adapters.base import RunContext
@@ -163,7 +163,7 @@ class SimAdapter:
     name: str
     description: str
     build: AppBuilder
-    config: Config = Config()
+    config: Config = field(default_factory=Config)
     engine: str = "sim"
 
     def check_config(self) -> CheckConfig:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 # action -> (required params, optional params with defaults)
@@ -66,7 +66,7 @@ def format_duration(seconds: float) -> str:
             return f"{int(seconds / size)}{unit}"
     if seconds >= 1:
         return f"{seconds:g}s"
-    return f"{int(round(seconds * 1000))}ms"
+    return f"{round(seconds * 1000)}ms"
 
 
 @dataclass(frozen=True, slots=True)
