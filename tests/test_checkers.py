@@ -538,6 +538,17 @@ def test_turns_ended_by_new_message_then_resumed_is_doubled() -> None:
         "(steered)" in witness
 
 
+def test_turns_hold_restarts_the_wait_for_confirmation() -> None:
+    h = History()
+    _wait(h)
+    ob(h, "turn.held", 2 * DAY, "held1", session="s1", turn="T1", tool_call="tc1")
+    # The confirmation card expires max_wait after the hold, not after the first card.
+    ob(h, "tool.result", 10 * DAY, "x1", {"outcome": "expired"}, session="s1", turn="T1",
+       tool_call="tc1")
+    _resume(h, 10 * DAY, "r1", outcome="expired")
+    passing(TurnOutcome().check(h, CONFIG))
+
+
 def test_turns_not_reached_without_a_wait() -> None:
     h = History()
     ob(h, "turn.started", 0, "e1", session="s1", turn="T1")
@@ -629,6 +640,34 @@ def test_access_rerun_without_deployment_is_unknown() -> None:
     assert result.valid is None and "cannot be judged" in result.note
 
 
+def test_access_placed_by_the_version_the_rerun_reports() -> None:
+    h = History()
+    _access_world(h)
+    ev(h, "op.answer", 2000, {"decision": "approve"}, type="invoke", tool_call="tc1")
+    # A release lands while the answer is on its way: either latest since the answer is fine.
+    _deploy(h, 2001, "dep3", "v3", prev="dep2")
+    ob(h, "tool.rerun", 2002, "rr1", {"access": "granted", "version": "v2", "user": "u1"},
+       session="s1", turn="T1", tool_call="tc1")
+    passing(AccessRechecked().check(h, CONFIG))
+    h2 = History()
+    _access_world(h2)
+    ev(h2, "op.answer", 2000, {"decision": "approve"}, type="invoke", tool_call="tc1")
+    ob(h2, "tool.rerun", 2002, "rr1", {"access": "granted", "version": "v1", "user": "u1"},
+       session="s1", turn="T1", tool_call="tc1")
+    witness = failing(AccessRechecked().check(h2, CONFIG))
+    assert "tool call tc1 re-ran on version v1" in witness and "dep2 (v2)" in witness
+
+
+def test_access_revoked_for_every_tool_counts() -> None:
+    h = History()
+    _access_world(h)
+    ev(h, "identity.revoked", 2000, {"user": "u1", "tool": "*"})
+    ob(h, "tool.rerun", 3000, "rr1", {"access": "granted", "version": "v2", "user": "u1"},
+       session="s1", turn="T1", tool_call="tc1")
+    witness = failing(AccessRechecked().check(h, CONFIG))
+    assert "user u1 lost access to send_email" in witness
+
+
 def test_access_not_reached_without_reruns() -> None:
     h = History()
     _access_world(h)
@@ -681,15 +720,83 @@ def test_recovery_new_key_after_move_is_a_violation() -> None:
     assert result.violations[0].records == (intent.index, move.index, again.index)
 
 
-def test_recovery_executing_before_the_hold_is_a_violation() -> None:
+def test_recovery_new_owner_executing_before_the_hold_is_a_violation() -> None:
     h = History()
-    _intent(h)
+    _intent(h)  # epoch 1, owned by host h1
+    ev(h, "host.crashed", 50, host="h1", deployment="dep1")
+    ev(h, "host.restarted", 55, host="h1", deployment="dep1")
     ev(h, "attempt.started", 100, {"attempt": 2, "replay": 4}, invocation="inv3",
-       deployment="dep1", host="dep1.h1")
+       deployment="dep1", host="h1")
     _attempt(h, 101, "k1")
     ob(h, "turn.held", 102, "held1", session="s1", turn="T1", tool_call="tc1")
     witness = failing(ConservativeRecovery().check(h, CONFIG))
-    assert "tool call tc1 was executed at t=101s after ownership moved at t=100s" in witness
+    assert ("tool call tc1 was executed at t=101s by another executor (its host h1 crashed "
+            "at t=50s) after ownership moved at t=100s") in witness
+
+
+def test_recovery_new_owner_executing_while_the_old_one_is_paused() -> None:
+    h = History()
+    _intent(h)
+    ev(h, "fault.gc-pause", 20, {"duration": 600.0}, type="info", host="h1")
+    _assign(h, 100, 2, "h2", "a2")
+    _attempt(h, 101, "k1")
+    ev(h, "run.end", HOUR)
+    witness = failing(ConservativeRecovery().check(h, CONFIG))
+    assert "by another executor (its host h1 was paused)" in witness
+
+
+def test_recovery_judged_by_invocation_when_effects_say_who_sent_them() -> None:
+    h = History()
+    _intent(h)  # written by inv3
+    ev(h, "attempt.started", 100, {"attempt": 2, "replay": 4}, invocation="inv3",
+       deployment="dep1", host="h1")
+    replayed = ev(h, "effect.attempted", 101, {"effect": "email", "logical": "tc1"}, key="k1",
+                  tool_call="tc1", invocation="inv3", host="h1")
+    result = ConservativeRecovery().check(h, CONFIG)
+    witness = failing(result)
+    assert "by another executor (a new attempt of inv3, started at t=100s)" in witness
+    assert replayed.index in result.violations[0].records
+    # The stale first attempt, woken after the move, sending what it had started: no.
+    h2 = History()
+    _intent(h2)
+    _assign(h2, 100, 2, "h2", "a2")
+    ev(h2, "effect.attempted", 101, {"effect": "email", "logical": "tc1", "stale": True},
+       key="k1", tool_call="tc1", invocation="inv3", host="h1")
+    ob(h2, "turn.held", 102, "held1", session="s1", turn="T1", tool_call="tc1")
+    passing(ConservativeRecovery().check(h2, CONFIG))
+
+
+def test_recovery_original_executor_finishing_after_a_concurrent_takeover_is_fine() -> None:
+    h = History()
+    _intent(h)
+    _assign(h, 15, 2, "h2", "a2")  # another handler of the session took the thread
+    _attempt(h, 16, "k1")  # h1 is alive: its own send, under the call's key
+    ob(h, "tool.result", 17, "res1", {"outcome": "answered"}, session="s1", turn="T1",
+       tool_call="tc1")
+    ev(h, "run.end", HOUR)
+    result = ConservativeRecovery().check(h, CONFIG)
+    passing(result)
+    assert result.reached
+
+
+def test_recovery_confirmed_rerun_after_a_hold_starts_a_new_intent() -> None:
+    h = History()
+    _intent(h)
+    _assign(h, 100, 2, "h2", "a2")
+    ob(h, "turn.held", 101, "held1", session="s1", turn="T1", tool_call="tc1")
+    ob(h, "tool.result", 101, "res-held", {"outcome": "held"}, session="s1", turn="T1",
+       tool_call="tc1")
+    ev(h, "op.answer", 500, {"decision": "approve"}, type="invoke", tool_call="tc1")
+    _assign(h, 501, 3, "h2", "a3")
+    ob(h, "tool.intent", 502, "i1#2", {"tool": "send_email"}, session="s1", turn="T1",
+       tool_call="tc1", epoch=3)
+    _attempt(h, 503, "k1")
+    ob(h, "tool.result", 504, "res1", {"outcome": "answered"}, session="s1", turn="T1",
+       tool_call="tc1")
+    ev(h, "run.end", HOUR)
+    result = ConservativeRecovery().check(h, CONFIG)
+    passing(result)
+    assert result.stats["intents"] == 1 and result.stats["held"] == 1
 
 
 def test_recovery_turn_not_held_is_a_violation() -> None:
@@ -767,7 +874,8 @@ def test_liveness_invocation_queued_behind_a_held_key_is_a_violation() -> None:
     witness = failing(Liveness().check(h, CONFIG))
     assert "invocation inv2 Controller/onMessage never completed: queued since t=30s " \
         "behind inv1, which holds key s1" in witness
-    assert "invocation inv1 Controller/onMessage never completed: suspended" in witness
+    # The suspended holder is not itself a failure: what queues behind its key is.
+    assert "invocation inv1" not in witness.split("behind inv1")[1]
 
 
 def test_liveness_slow_but_finished_turn_after_heal_is_a_violation() -> None:
@@ -779,6 +887,18 @@ def test_liveness_slow_but_finished_turn_after_heal_is_a_violation() -> None:
     ev(h, "run.end", 100 + 3 * HOUR)
     witness = failing(Liveness().check(h, CONFIG))
     assert "session s1 stayed busy from t=50s to t=91.7m" in witness
+
+
+def test_liveness_waiting_in_call_on_a_person_is_not_busy() -> None:
+    h = History()
+    ob(h, "turn.started", 0, "e1", session="s1", turn="T1")
+    ob(h, "tool.awaiting", 5, "aw1", session="s1", turn="T1", tool_call="tc1")
+    ev(h, "op.answer", 3 * DAY, {"decision": "approve"}, type="invoke", tool_call="tc1")
+    ob(h, "turn.ended", 3 * DAY + 10, "e2", {"reason": "completed"}, session="s1", turn="T1")
+    ev(h, "run.end", 4 * DAY)
+    result = Liveness().check(h, CONFIG)
+    passing(result)
+    assert result.reached
 
 
 def test_liveness_not_reached_when_the_run_ends_before_the_bound() -> None:

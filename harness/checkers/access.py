@@ -3,19 +3,24 @@
 When a person answers a wait that was handed off, PendingToolCall re-runs the tool on the
 latest deployment, re-resolving identity and the tool catalog. So:
 
-- a `tool.rerun` runs on the deployment that was the latest (last `deployment.registered`)
-  when the re-run happened, or when the invocation doing it started (it is pinned there);
-- if the user lost access to the tool (`identity.revoked`, not granted again since), the
-  re-run says `access=denied`, and no effect of that tool call is delivered after the
-  revocation, whatever path it took.
+- a `tool.rerun` runs on the latest deployment (last `deployment.registered`). The invocation
+  doing it is pinned where it started, which is after the person answered (`op.answer`), so
+  any deployment that was the latest between that answer and the re-run is accepted. Where it
+  ran is read from the record's deployment, its invocation (`invocation.started`), or the
+  version it reports (`data["version"]`, matched against `deployment.registered`);
+- if the user lost access to the tool (`identity.revoked` for that tool or `"*"`, not granted
+  again since), the re-run says `access=denied`, and no effect of a handed-off tool call is
+  delivered while the access is revoked, whatever path it took.
 
-Identity events name a user, observations name a session. The session's user is read from any
-record that carries both (`data["user"]` with a session); failing that, a revocation applies
-when its user is the session id or the only user the run ever revoked or granted that tool.
+Identity events name a user. The user of a tool call is the one its re-run names
+(`data["user"]`), else the session's (from any record with a session and `data["user"]`, such
+as `message.received`); failing both, a revocation applies when its user is the session id or
+the only user the run ever revoked or granted that tool.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import final
 
 from harness.checkers._common import Dedup, at, attr, guarded
@@ -25,8 +30,9 @@ from harness.history import History, Record
 _KINDS = frozenset(
     {"deployment.registered", "invocation.started", "identity.revoked", "identity.granted",
      "tool.intent", "tool.awaiting", "tool.handoff", "turn.waiting", "tool.rerun",
-     "effect.delivered"}
+     "effect.delivered", "op.answer", "message.received", "op.message"}
 )
+_ANY_TOOL = "*"
 
 
 @final
@@ -42,12 +48,15 @@ class AccessRechecked:
 
     def _check(self, history: History, config: CheckConfig) -> Result:
         dedup = Dedup()
-        latest: Record | None = None
+        # Every registration in order; "the latest" is the last one.
+        deployments: list[Record] = []
         versions: dict[str, str] = {}
-        started_on: dict[str, tuple[str | None, str | None]] = {}
-        access: dict[tuple[str, str], Record] = {}
+        started_at: dict[str, tuple[str | None, int]] = {}
+        answered_at: dict[str, int] = {}
+        revoked: dict[tuple[str, str], Record] = {}
         users_of_tool: dict[str, set[str]] = {}
         session_user: dict[str, str] = {}
+        call_user: dict[str, str] = {}
         tool_of: dict[str, str] = {}
         session_of: dict[str, str] = {}
         handed: dict[str, Record] = {}
@@ -58,49 +67,59 @@ class AccessRechecked:
             version = versions.get(dep)
             return f"{dep} ({version})" if version else dep
 
-        def revocation(session: str | None, tool: str | None) -> Record | None:
+        def revocation(tc: str | None, session: str | None, tool: str | None) -> Record | None:
             if tool is None:
                 return None
-            user = session_user.get(session) if session is not None else None
+            user = call_user.get(tc) if tc is not None else None
+            if user is None and session is not None:
+                user = session_user.get(session)
             if user is None:
-                users = users_of_tool.get(tool, set())
+                users = users_of_tool.get(tool, set()) | users_of_tool.get(_ANY_TOOL, set())
                 if session is not None and session in users:
                     user = session
                 elif len(users) == 1:
                     user = next(iter(users))
             if user is None:
                 return None
-            last = access.get((user, tool))
-            return last if last is not None and last.kind == "identity.revoked" else None
+            return revoked.get((user, tool)) or revoked.get((user, _ANY_TOOL))
 
         for r in history.records:
             kind = r.kind
-            session = attr(r, "session")
-            if session is not None and session not in session_user:
-                user = r.data.get("user")
-                if user is not None and not kind.startswith("identity."):
-                    session_user[session] = str(user)
             if kind not in _KINDS or not dedup.fresh(r):
                 continue
+            session = attr(r, "session")
             tc = attr(r, "tool_call")
+            user = r.data.get("user")
+            if user is not None and not kind.startswith("identity."):
+                if session is not None:
+                    session_user.setdefault(session, str(user))
+                if tc is not None:
+                    call_user[tc] = str(user)
             if tc is not None and session is not None:
                 session_of.setdefault(tc, session)
             tool = r.data.get("tool")
             if tc is not None and tool is not None:
                 tool_of.setdefault(tc, str(tool))
             if kind == "deployment.registered":
-                latest = r
+                deployments.append(r)
                 if r.deployment is not None:
                     versions[r.deployment] = str(r.data.get("version", ""))
             elif kind == "invocation.started":
                 if r.invocation is not None:
-                    started_on[r.invocation] = (
-                        r.deployment, latest.deployment if latest is not None else None)
+                    started_at[r.invocation] = (r.deployment, len(deployments) - 1)
+            elif kind == "op.answer":
+                if tc is not None and r.type == "invoke":
+                    answered_at[tc] = len(deployments) - 1
             elif kind in ("identity.revoked", "identity.granted"):
-                user, tool_name = r.data.get("user"), r.data.get("tool")
-                if user is not None and tool_name is not None:
-                    access[(str(user), str(tool_name))] = r
-                    users_of_tool.setdefault(str(tool_name), set()).add(str(user))
+                who, what = r.data.get("user"), r.data.get("tool", _ANY_TOOL)
+                if who is None:
+                    continue
+                slot = (str(who), str(what))
+                users_of_tool.setdefault(slot[1], set()).add(slot[0])
+                if kind == "identity.revoked":
+                    revoked[slot] = r
+                else:
+                    revoked.pop(slot, None)
             elif kind in ("tool.handoff", "turn.waiting"):
                 if tc is not None:
                     handed.setdefault(tc, r)
@@ -108,23 +127,14 @@ class AccessRechecked:
                 reruns += 1
                 if tc is not None:
                     handed.setdefault(tc, r)
-                inv = attr(r, "invocation")
-                dep = attr(r, "deployment")
-                pinned_latest = None
-                if inv is not None and inv in started_on:
-                    dep = dep or started_on[inv][0]
-                    pinned_latest = started_on[inv][1]
-                if dep is None or latest is None:
+                violation = _placement(r, deployments, versions, started_at, answered_at,
+                                       dep_name)
+                if violation is None:
                     unplaced += 1
-                elif dep not in (latest.deployment, pinned_latest):
-                    violations.append(Violation(
-                        f"tool call {tc} re-ran on deployment {dep_name(dep)} at {at(r.time)} "
-                        f"although {dep_name(str(latest.deployment))} was the latest since "
-                        f"{at(latest.time)}: {latest.describe()}; {r.describe()}",
-                        cite((latest, r)),
-                    ))
+                elif isinstance(violation, Violation):
+                    violations.append(violation)
                 call_tool = tool_of.get(tc) if tc is not None else None
-                rev = revocation(session or session_of.get(tc or ""), call_tool)
+                rev = revocation(tc, session or session_of.get(tc or ""), call_tool)
                 if r.data.get("access") == "denied":
                     denied += 1
                 elif rev is not None:
@@ -138,13 +148,13 @@ class AccessRechecked:
                 if tc is None or tc not in handed:
                     continue
                 call_tool = tool_of.get(tc)
-                rev = revocation(session or session_of.get(tc), call_tool)
+                rev = revocation(tc, session or session_of.get(tc), call_tool)
                 if rev is not None:
                     wait = handed[tc]
                     violations.append(Violation(
                         f"{r.data.get('effect', 'effect')} of tool call {tc} was delivered at "
                         f"{at(r.time)} although user {rev.data.get('user')} lost access to "
-                        f"{call_tool} at {at(rev.time)}, during the wait handed off at "
+                        f"{call_tool} at {at(rev.time)}, after the wait was handed off at "
                         f"{at(wait.time)}: {rev.describe()}; {r.describe()}",
                         cite((wait, rev, r)),
                     ))
@@ -153,10 +163,54 @@ class AccessRechecked:
         if unplaced and not violations:
             return Result(
                 self.name, None, reached=True, stats=stats,
-                note=f"{unplaced} of {reruns} re-runs name no deployment or invocation, so "
-                     "whether they ran on the latest deployment cannot be judged",
+                note=f"{unplaced} of {reruns} re-runs name no deployment, invocation or "
+                     "version, so whether they ran on the latest deployment cannot be judged",
             )
         return verdict(
             self.name, violations, reached=reruns > 0,
             note="" if reruns else "no tool was re-run after a hand-off", stats=stats,
         )
+
+
+def _placement(
+    r: Record,
+    deployments: list[Record],
+    versions: dict[str, str],
+    started_at: dict[str, tuple[str | None, int]],
+    answered_at: dict[str, int],
+    dep_name: Callable[[str], str],
+) -> Violation | bool | None:
+    """True if the re-run ran on an acceptable deployment, a Violation if not, None if unknown.
+
+    Acceptable: the latest at the re-run, or any latest since the invocation doing it started
+    (or, not knowing the invocation, since the person answered).
+    """
+    if not deployments:
+        return None
+    dep = attr(r, "deployment")
+    version = r.data.get("version")
+    inv = attr(r, "invocation")
+    since = len(deployments) - 1
+    if inv is not None and inv in started_at:
+        dep = dep or started_at[inv][0]
+        since = min(since, max(started_at[inv][1], 0))
+    else:
+        tc = attr(r, "tool_call")
+        if tc is not None and tc in answered_at:
+            since = min(since, max(answered_at[tc], 0))
+    if dep is None and version is None:
+        return None
+    acceptable = deployments[since:]
+    if dep is not None and any(d.deployment == dep for d in acceptable):
+        return True
+    if dep is None and any(versions.get(str(d.deployment)) == str(version)
+                           or d.data.get("version") == version for d in acceptable):
+        return True
+    latest = deployments[-1]
+    where = (f"deployment {dep_name(dep)}" if dep is not None else f"version {version}")
+    return Violation(
+        f"tool call {attr(r, 'tool_call')} re-ran on {where} at {at(r.time)} although "
+        f"{dep_name(str(latest.deployment))} was the latest since {at(latest.time)}: "
+        f"{latest.describe()}; {r.describe()}",
+        cite((latest, r)),
+    )

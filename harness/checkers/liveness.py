@@ -1,18 +1,23 @@
-"""liveness: once the faults heal, everything settles within a bound.
+"""liveness: once the faults heal, nothing stays busy or held for longer than a bound.
 
 The faults end at the last `fault.heal` (its `at`), or else when the last fault did (a timed
 pause running out, a host resuming or restarting, the last fault record). From then on:
 
-- every session becomes idle within `liveness_bound`: a session is busy while a turn is in
-  progress and not waiting on a person as state, or while a queued message has not started
-  its turn;
-- every invocation completes within `liveness_bound` (an invocation held forever holds its
-  virtual object's key forever).
+- every session becomes idle within `liveness_bound`. A session is busy while a turn is in
+  progress and not waiting on a person, or while a queued message (`message.queued`) has not
+  started its turn. A turn waits on a person as state (`turn.waiting` until `turn.resumed`)
+  or in-call, with its card open (`tool.awaiting` until the answer `op.answer`, the hand-off,
+  a result or a resume): waiting on a person is not a liveness failure (how long a wait may
+  pin a deployment is pinning-bound's business);
+- no invocation stays queued on its virtual object's key, running or paused (after
+  `max attempts` or a journal mismatch) for longer than `liveness_bound`: such an invocation
+  holds its key, and everything behind it, forever. A suspended invocation waits on something
+  and holds nothing but its deployment; if what it waits on never comes, its session stays
+  busy or the invocations queued behind its key are caught here.
 
-A stretch of busyness or of an unfinished invocation is measured from the later of its start
-and the heal; one that lasts longer than the bound is a violation, including one still open
-when the run ended (a run that ended before the bound ran out is not judged). When a fault
-never healed, nothing is judged.
+A stretch is measured from the later of its start and the heal; one that lasts longer than
+the bound is a violation, including one still open when the run ended (a run that ended before
+the bound ran out is not judged). When a fault never healed, nothing is judged.
 """
 
 from __future__ import annotations
@@ -25,23 +30,37 @@ from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record, fmt_duration
 
 _SESSION_KINDS = frozenset(
-    {"turn.started", "turn.waiting", "turn.resumed", "turn.ended", "message.queued"}
+    {"turn.started", "turn.waiting", "turn.resumed", "turn.ended", "message.queued",
+     "tool.awaiting"}
+)
+# What closes an open card: the turn is no longer waiting on a person in-call.
+_CARD_CLOSERS = frozenset(
+    {"op.answer", "tool.handoff", "tool.result", "turn.resumed", "tool.background"}
 )
 _INVOCATION_KINDS = frozenset(
     {"invocation.created", "invocation.started", "invocation.suspended", "invocation.resumed",
      "invocation.repinned", "invocation.paused", "invocation.completed"}
 )
-_STATES = {"invocation.started": "running", "invocation.resumed": "running",
-           "invocation.repinned": "running", "invocation.suspended": "suspended",
-           "invocation.paused": "paused"}
+_STATES = {"invocation.created": "queued", "invocation.started": "running",
+           "invocation.resumed": "running", "invocation.repinned": "running",
+           "invocation.suspended": "suspended", "invocation.paused": "paused"}
+
+
+@dataclass(slots=True)
+class _Turn:
+    started: Record
+    waiting: bool = False  # as state, after turn.waiting
+    cards: set[str] = field(default_factory=set)  # open cards: waiting in-call
+
+    @property
+    def busy(self) -> bool:
+        return not self.waiting and not self.cards
 
 
 @dataclass(slots=True)
 class _Session:
-    # turn id -> (turn.started record, waiting as state?)
-    turns: dict[str, tuple[Record, bool]] = field(default_factory=dict)
+    turns: dict[str, _Turn] = field(default_factory=dict)
     queued: dict[str, Record] = field(default_factory=dict)
-    running: int = 0
     since: Record | None = None
 
 
@@ -51,7 +70,7 @@ class _Invocation:
     target: str | None
     key: str | None
     state: str = "queued"
-    state_since: float = 0.0
+    since: Record | None = None  # start of the current active stretch
     reason: str | None = None
 
 
@@ -59,8 +78,8 @@ class _Invocation:
 class Liveness:
     name: str = "liveness"
     description: str = (
-        "Once faults heal, every session becomes idle and every invocation completes within "
-        "the liveness bound: nothing is held forever."
+        "Once faults heal, every session becomes idle and no invocation stays queued, "
+        "running or paused beyond the liveness bound: nothing is held forever."
     )
 
     def check(self, history: History, config: CheckConfig) -> Result:
@@ -71,17 +90,18 @@ class Liveness:
         dedup = Dedup()
         faults = Faults()
         sessions: dict[str, _Session] = {}
+        card_turn: dict[str, tuple[str, str]] = {}
         invocations: dict[str, _Invocation] = {}
         holders: dict[tuple[str, str], str] = {}
-        # Finished stretches long enough to matter whatever the heal time turns out to be.
+        # Closed stretches long enough to matter whatever the heal time turns out to be.
         busy_spans: list[tuple[str, Record, Record]] = []
-        inv_spans: list[tuple[str, Record, Record]] = []
+        inv_spans: list[tuple[str, _Invocation, Record, Record]] = []
         last_fault: float | None = None
         records = history.records
         first_time = records[0].time if records else 0.0
 
         def update(sid: str, s: _Session, r: Record) -> None:
-            busy = s.running > 0 or bool(s.queued)
+            busy = bool(s.queued) or any(t.busy for t in s.turns.values())
             if busy and s.since is None:
                 s.since = r
             elif not busy and s.since is not None:
@@ -89,40 +109,58 @@ class Liveness:
                     busy_spans.append((sid, s.since, r))
                 s.since = None
 
+        def close_card(tc: str | None, r: Record) -> None:
+            where = card_turn.pop(tc, None) if tc is not None else None
+            if where is None:
+                return
+            sid, turn_id = where
+            s = sessions[sid]
+            turn = s.turns.get(turn_id)
+            if turn is not None and tc in turn.cards:
+                turn.cards.discard(tc)
+                update(sid, s, r)
+
         for r in records:
             kind = r.kind
-            if kind in _SESSION_KINDS:
+            if kind in _SESSION_KINDS or kind in _CARD_CLOSERS:
                 if not dedup.fresh(r):
                     continue
+                if kind in _CARD_CLOSERS:
+                    close_card(attr(r, "tool_call"), r)
+                    if kind != "turn.resumed":
+                        continue
                 sid = attr(r, "session")
                 if sid is None:
                     continue
                 s = sessions.get(sid)
                 if s is None:
                     s = sessions[sid] = _Session()
-                turn = attr(r, "turn")
+                turn_id = attr(r, "turn")
+                turn = s.turns.get(turn_id) if turn_id is not None else None
                 if kind == "turn.started":
                     message = r.data.get("message")
                     if message is not None:
                         s.queued.pop(message, None)
-                    if turn is not None and turn not in s.turns:
-                        s.turns[turn] = (r, False)
-                        s.running += 1
+                    if turn_id is not None and turn is None:
+                        s.turns[turn_id] = _Turn(r)
                 elif kind == "message.queued":
                     message = r.data.get("message")
                     if message is not None:
                         s.queued.setdefault(message, r)
-                elif turn is not None and turn in s.turns:
-                    started, waiting = s.turns[turn]
+                elif turn is not None:
                     if kind == "turn.ended":
-                        del s.turns[turn]
-                        s.running -= 0 if waiting else 1
-                    elif kind == "turn.waiting" and not waiting:
-                        s.turns[turn] = (started, True)
-                        s.running -= 1
-                    elif kind == "turn.resumed" and waiting:
-                        s.turns[turn] = (started, False)
-                        s.running += 1
+                        del s.turns[turn_id]
+                        for tc in turn.cards:
+                            card_turn.pop(tc, None)
+                    elif kind == "turn.waiting":
+                        turn.waiting = True
+                    elif kind == "turn.resumed":
+                        turn.waiting = False
+                    elif kind == "tool.awaiting":
+                        tc = attr(r, "tool_call")
+                        if tc is not None:
+                            turn.cards.add(tc)
+                            card_turn[tc] = (sid, turn_id)
                 update(sid, s, r)
                 continue
             if kind not in _INVOCATION_KINDS:
@@ -136,24 +174,28 @@ class Liveness:
                 continue
             inv = invocations.get(r.invocation)
             if inv is None:
-                target = r.data.get("target")
-                key = r.data.get("key")
+                target, key = r.data.get("target"), r.data.get("key")
                 inv = invocations[r.invocation] = _Invocation(
                     r, None if target is None else str(target),
-                    None if key is None else str(key), state_since=r.time)
+                    None if key is None else str(key), since=r)
             if kind == "invocation.completed":
-                if r.time - inv.first.time > bound:
-                    inv_spans.append((r.invocation, inv.first, r))
+                if inv.since is not None and r.time - inv.since.time > bound:
+                    inv_spans.append((r.invocation, inv, inv.since, r))
                 if inv.target is not None and inv.key is not None:
                     slot = (inv.target.split("/", 1)[0], inv.key)
                     if holders.get(slot) == r.invocation:
                         del holders[slot]
                 del invocations[r.invocation]
                 continue
-            state = _STATES.get(kind)
-            if state is not None and state != inv.state:
-                inv.state, inv.state_since = state, r.time
-                inv.reason = r.data.get("reason")
+            state = _STATES.get(kind, inv.state)
+            if state == "suspended":
+                if inv.since is not None and r.time - inv.since.time > bound:
+                    inv_spans.append((r.invocation, inv, inv.since, r))
+                inv.since = None
+            elif inv.since is None:
+                inv.since = r
+            if state != inv.state:
+                inv.state, inv.reason = state, r.data.get("reason")
             if kind == "invocation.started" and inv.target is not None and inv.key is not None:
                 holders[(inv.target.split("/", 1)[0], inv.key)] = r.invocation
 
@@ -161,10 +203,11 @@ class Liveness:
         if faults.unhealed:
             return Result(self.name, True, reached=False,
                           note="a fault never healed, so liveness was not judged")
-        heal = max(x for x in (faults.last_end, last_fault, first_time, 0.0) if x is not None)
+        heal = max(x for x in (faults.last_end, last_fault, first_time) if x is not None)
         deadline = heal + bound
         after = f"after the faults healed at {at(heal)}" if (
             faults.last_end is not None or last_fault is not None) else "from the start"
+        limit = f"more than {fmt_duration(bound)} {after}"
         violations: list[Violation] = []
 
         def too_long(start: float, stop: float) -> bool:
@@ -174,50 +217,50 @@ class Liveness:
             if too_long(since.time, until.time):
                 violations.append(Violation(
                     f"session {sid} stayed busy from {at(since.time)} to {at(until.time)}, "
-                    f"more than {fmt_duration(bound)} {after}: {since.describe()}; "
-                    f"{until.describe()}",
+                    f"{limit}: {since.describe()}; {until.describe()}",
                     cite((since, until)),
                 ))
         for sid, s in sessions.items():
             if s.since is None or not too_long(s.since.time, end_time):
                 continue
-            held = [f"turn {turn} in progress since {at(rec.time)}"
-                    for turn, (rec, waiting) in s.turns.items() if not waiting]
+            busy_turns = [(tid, t) for tid, t in s.turns.items() if t.busy]
+            held = [f"turn {tid} in progress since {at(t.started.time)}"
+                    for tid, t in busy_turns]
             held += [f"message {m} queued since {at(rec.time)} without its turn"
                      for m, rec in s.queued.items()]
-            evidence = [s.since] + [rec for rec, waiting in s.turns.values() if not waiting]
-            evidence += list(s.queued.values())
+            evidence = [s.since, *(t.started for _, t in busy_turns), *s.queued.values()]
             violations.append(Violation(
-                f"session {sid} was still busy when the run ended at {at(end_time)}, more "
-                f"than {fmt_duration(bound)} {after}: {'; '.join(held)}: "
-                f"{s.since.describe()}",
+                f"session {sid} was still busy when the run ended at {at(end_time)}, "
+                f"{limit}: {'; '.join(held)}: {s.since.describe()}",
                 cite(evidence),
             ))
-        for inv_id, start, done in inv_spans:
-            if too_long(start.time, done.time):
+
+        def name(inv_id: str, inv: _Invocation) -> str:
+            return f"{inv_id} {inv.target}" if inv.target else inv_id
+
+        for inv_id, inv, since, until in inv_spans:
+            if too_long(since.time, until.time):
                 violations.append(Violation(
-                    f"invocation {inv_id} {done.data.get('target', '')} took from "
-                    f"{at(start.time)} to {at(done.time)} to complete, more than "
-                    f"{fmt_duration(bound)} {after}: {start.describe()}; {done.describe()}",
-                    cite((start, done)),
+                    f"invocation {name(inv_id, inv)} stayed {_STATES.get(since.kind, 'active')}"
+                    f" from {at(since.time)} to {at(until.time)} without completing or "
+                    f"suspending, {limit}: {since.describe()}; {until.describe()}",
+                    cite((since, until)),
                 ))
         for inv_id, inv in invocations.items():
-            if not too_long(inv.first.time, end_time):
+            if inv.since is None or not too_long(inv.since.time, end_time):
                 continue
-            name = f"{inv_id} {inv.target}" if inv.target else inv_id
             if inv.state == "queued" and inv.target is not None and inv.key is not None:
                 holder = holders.get((inv.target.split("/", 1)[0], inv.key))
-                state = (f"queued since {at(inv.state_since)} behind {holder}, which holds "
-                         f"key {inv.key}" if holder else f"queued since {at(inv.state_since)}")
+                state = (f"queued since {at(inv.since.time)} behind {holder}, which holds "
+                         f"key {inv.key}" if holder else f"queued since {at(inv.since.time)}")
             elif inv.state == "paused":
-                state = f"paused since {at(inv.state_since)} ({inv.reason or 'no reason'})"
+                state = f"paused ({inv.reason or 'no reason given'})"
             else:
-                state = f"{inv.state} since {at(inv.state_since)}"
+                state = f"{inv.state} since {at(inv.since.time)}"
             violations.append(Violation(
-                f"invocation {name} never completed: {state}, created at "
-                f"{at(inv.first.time)}; the run ended at {at(end_time)}, more than "
-                f"{fmt_duration(bound)} {after}: {inv.first.describe()}",
-                cite((inv.first,)),
+                f"invocation {name(inv_id, inv)} never completed: {state}; the run ended at "
+                f"{at(end_time)}, {limit}: {inv.since.describe()}",
+                cite((inv.since,)),
             ))
         reached = end_time >= deadline or bool(violations)
         return verdict(

@@ -10,12 +10,21 @@ For an intent in flight when ownership moved:
 
 - every later `effect.attempted` for that tool call uses the call's first idempotency key (a
   different key re-executes the tool without its key);
-- before the turn is held (`turn.held`, or `tool.result` with outcome `held`), no attempt may
-  use a key that was not already attempted before the move: re-sending a request already in
-  flight under its key is a safe no-op, starting the effect is not (a provider error does not
-  prove an effect did not happen);
+- before the turn is held (`turn.held`, or `tool.result` with outcome `held`), nobody but the
+  intent's own executor starts the effect: an attempt under a key not already attempted
+  before the move is a violation when it comes from another executor. Re-sending a request
+  already in flight under its key is a safe no-op; so is the original executor finishing what
+  it started while another handler took the thread (the fence stops its next write, not its
+  request), even as a stale attempt (`data["stale"]`). A provider error does not prove that
+  an effect did not happen. Who attempted is read, best first, from the effect's invocation
+  (another invocation, or a new attempt of the intent's invocation started after the intent,
+  is another executor), else from the intent's host (the record's host, or the owner of the
+  intent's epoch from `threadlog.assigned`): crashed since the intent, or paused at that
+  moment, means another executor. Knowing neither, the attempt is not judged;
 - the turn is held, unless the result becomes known (`tool.result`) or the turn ends by
   cancellation or a steer; judged only once `tolerance` has passed after the move.
+
+A later intent for the same tool call (a confirmed re-run after a hold) starts afresh.
 """
 
 from __future__ import annotations
@@ -30,8 +39,10 @@ from harness.history import History, Record, fmt_duration
 _KINDS = frozenset(
     {"tool.intent", "tool.result", "tool.awaiting", "tool.handoff", "turn.waiting",
      "op.answer", "tool.rerun", "turn.resumed", "turn.held", "turn.ended",
-     "threadlog.assigned", "attempt.started", "effect.attempted"}
+     "threadlog.assigned", "attempt.started", "effect.attempted", "host.paused",
+     "host.resumed", "host.crashed", "fault.gc-pause", "fault.crash", "fault.heal"}
 )
+_INF = float("inf")
 _WAITS = frozenset({"tool.awaiting", "tool.handoff", "turn.waiting"})
 _ANSWERS = frozenset({"op.answer", "tool.rerun", "turn.resumed"})
 _ACCEPTED_ENDS = frozenset({"cancelled", "steered", "held"})
@@ -44,6 +55,7 @@ class _Intent:
     turn: str | None
     invocation: str | None
     epoch: int | None
+    host: str | None
     first_key: str | None = None
     keys_before: frozenset[str] = frozenset()
     move: Record | None = None
@@ -74,6 +86,35 @@ class ConservativeRecovery:
         by_turn: dict[tuple[str, str], list[str]] = {}
         moved: list[_Intent] = []
         violations: list[Violation] = []
+        owners: dict[tuple[str, int], str] = {}
+        paused_until: dict[str, float] = {}
+        crashed_at: dict[str, Record] = {}
+        attempts: dict[str, Record] = {}
+        unjudged = 0
+
+        def executor_gone(intent: _Intent, r: Record) -> str | None:
+            """Why `r` cannot come from the intent's own executor ("" if it may; None: unknown)."""
+            if r.data.get("stale"):
+                return ""
+            inv = attr(r, "invocation")
+            if inv is not None and intent.invocation is not None:
+                if inv != intent.invocation:
+                    return (f"invocation {inv}, not {intent.invocation} that wrote the "
+                            "intent")
+                attempt = attempts.get(inv)
+                if attempt is not None and attempt.index > intent.record.index:
+                    return f"a new attempt of {inv}, started at {at(attempt.time)}"
+                return ""
+            host = intent.host
+            now = r.time
+            if host is None:
+                return None
+            crash = crashed_at.get(host)
+            if crash is not None and crash.time >= intent.record.time:
+                return f"its host {host} crashed at {at(crash.time)}"
+            if paused_until.get(host, -_INF) > now:
+                return f"its host {host} was paused"
+            return ""
 
         def move(tcs: set[str] | None, r: Record, newer_than: int | None = None) -> None:
             if not tcs:
@@ -101,17 +142,26 @@ class ConservativeRecovery:
             tc = attr(r, "tool_call")
             session = attr(r, "session")
             if kind == "tool.intent":
-                if tc is None or tc in intents:
+                if tc is None:
                     continue
-                epoch = epochs.get(session) if session is not None else None
+                earlier = intents.get(tc)
+                if earlier is not None and not earlier.resolved:
+                    continue
+                epoch = attr(r, "epoch")
+                epoch = int(epoch) if epoch is not None else (
+                    epochs.get(session) if session is not None else None)
                 inv = attr(r, "invocation")
                 turn = attr(r, "turn")
-                intents[tc] = _Intent(r, session, turn, inv, epoch)
+                host = r.host or (owners.get((session, epoch))
+                                  if session is not None and epoch is not None else None)
+                intents[tc] = _Intent(r, session, turn, inv, epoch, host)
                 if session is not None:
                     # Only unresolved intents stay here, so a move looks at few of them.
                     by_session.setdefault(session, set()).add(tc)
                     if turn is not None:
-                        by_turn.setdefault((session, turn), []).append(tc)
+                        calls = by_turn.setdefault((session, turn), [])
+                        if tc not in calls:
+                            calls.append(tc)
                 if inv is not None:
                     by_invocation.setdefault(inv, set()).add(tc)
             elif kind == "effect.attempted":
@@ -135,25 +185,48 @@ class ConservativeRecovery:
                         cite((intent.record, intent.move, r)),
                     ))
                 elif intent.held is None and key not in intent.keys_before:
-                    violations.append(Violation(
-                        f"tool call {tc} was executed at {at(r.time)} after ownership moved "
-                        f"at {at(intent.move.time)} with its intent unresolved, before the "
-                        f"turn was held for confirmation: {intent.record.describe()}; "
-                        f"{intent.move.describe()}; {r.describe()}",
-                        cite((intent.record, intent.move, r)),
-                    ))
+                    why = executor_gone(intent, r)
+                    if why is None:
+                        unjudged += 1
+                    elif why:
+                        violations.append(Violation(
+                            f"tool call {tc} was executed at {at(r.time)} by another executor "
+                            f"({why}) after ownership moved at {at(intent.move.time)} with its "
+                            f"intent unresolved, before the turn was held for confirmation: "
+                            f"{intent.record.describe()}; {intent.move.describe()}; "
+                            f"{r.describe()}",
+                            cite((intent.record, intent.move, r)),
+                        ))
             elif kind == "threadlog.assigned":
                 epoch = attr(r, "epoch")
                 if session is None or epoch is None:
                     continue
                 epoch = int(epoch)
+                owner = r.data.get("owner")
+                if owner is not None:
+                    owners.setdefault((session, epoch), str(owner))
                 previous = epochs.get(session)
                 if previous is None or epoch > previous:
                     epochs[session] = epoch
                     move(by_session.get(session), r, newer_than=epoch)
             elif kind == "attempt.started":
-                if r.invocation is not None and r.data.get("replay"):
-                    move(by_invocation.get(r.invocation), r)
+                if r.invocation is not None:
+                    attempts[r.invocation] = r
+                    if r.data.get("replay"):
+                        move(by_invocation.get(r.invocation), r)
+            elif kind in ("host.paused", "fault.gc-pause"):
+                if r.host is not None:
+                    duration = r.data.get("duration")
+                    until = _INF if duration is None else r.time + float(duration)
+                    paused_until[r.host] = max(paused_until.get(r.host, -_INF), until)
+            elif kind == "host.resumed":
+                if r.host is not None:
+                    paused_until.pop(r.host, None)
+            elif kind in ("host.crashed", "fault.crash"):
+                if r.host is not None:
+                    crashed_at[r.host] = r
+            elif kind == "fault.heal":
+                paused_until.clear()
             elif kind in _WAITS:
                 if tc is not None:
                     waiting.add(tc)
@@ -205,5 +278,5 @@ class ConservativeRecovery:
             self.name, violations, reached=bool(moved),
             note="" if moved else "ownership never moved while a tool intent was in flight",
             stats={"intents": float(len(intents)), "recoveries": float(len(moved)),
-                   "held": float(held)},
+                   "held": float(held), "unjudged_attempts": float(unjudged)},
         )

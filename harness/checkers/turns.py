@@ -13,8 +13,9 @@ already ended) and a lost one (still waiting at the end of the run, past
 `max_wait + tolerance`) are violations.
 
 When the wait started is read generously: the expiry may not come before `max_wait` after
-the card was first shown (`tool.awaiting`), and must come by `max_wait` after the hand-off,
-so both readings of "8 days" (from the card, or from the hand-off) pass.
+the card was shown (`tool.awaiting`), and must come by `max_wait` after the hand-off, so both
+readings of "8 days" (from the card, or from the hand-off) pass. A hold (`turn.held`, or
+`tool.result` with outcome `held`) shows a new card asking to confirm: the wait starts again.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from harness.history import History, Record, fmt_duration
 
 _KINDS = frozenset(
     {"turn.waiting", "turn.resumed", "turn.ended", "tool.awaiting", "tool.handoff",
-     "tool.result"}
+     "tool.result", "turn.held"}
 )
 _WANTED = _KINDS | FAULT_KINDS
 _EPSILON = 1e-6
@@ -65,8 +66,8 @@ class TurnOutcome:
     def _check(self, history: History, config: CheckConfig) -> Result:
         waits: dict[tuple[str, str], _Wait] = {}
         latest_wait: dict[str, str] = {}
-        shown: dict[str, float] = {}
-        handed_off: dict[str, float] = {}
+        # tool call -> (time, "card" | "handoff"), in order: a card (or a hold) starts a wait.
+        marks: dict[str, list[tuple[float, str]]] = {}
         ended: dict[str, list[Record]] = {}
         expiries: dict[str, Record] = {}
         early_resumes: dict[tuple[str, str], list[Record]] = {}
@@ -83,12 +84,12 @@ class TurnOutcome:
                 continue
             turn = attr(r, "turn")
             tc = attr(r, "tool_call")
-            if kind == "tool.awaiting":
+            if kind in ("tool.awaiting", "turn.held"):
                 if tc is not None:
-                    shown.setdefault(tc, r.time)
+                    marks.setdefault(tc, []).append((r.time, "card"))
             elif kind == "tool.handoff":
                 if tc is not None:
-                    handed_off.setdefault(tc, r.time)
+                    marks.setdefault(tc, []).append((r.time, "handoff"))
             elif kind == "turn.waiting":
                 if turn is None or tc is None or (turn, tc) in waits:
                     continue
@@ -113,11 +114,14 @@ class TurnOutcome:
             elif kind == "turn.ended":
                 if turn is not None:
                     ended.setdefault(turn, []).append(r)
-            elif kind == "tool.result" and tc is not None and (
-                    r.data.get("outcome") == "expired"):
-                first = expiries.get(tc)
-                if first is None or r.time < first.time:
-                    expiries[tc] = r
+            elif kind == "tool.result" and tc is not None:
+                outcome = r.data.get("outcome")
+                if outcome == "held":
+                    marks.setdefault(tc, []).append((r.time, "card"))
+                elif outcome == "expired":
+                    first = expiries.get(tc)
+                    if first is None or r.time < first.time:
+                        expiries[tc] = r
 
         end_time = run_end(history)
         host_down, provider = faults.finish(end_time)
@@ -129,8 +133,8 @@ class TurnOutcome:
 
         for (turn, tc), wait in waits.items():
             w = wait.record
-            start_lo = min(w.time, shown.get(tc, w.time))
-            start_hi = max(w.time, handed_off.get(tc, w.time))
+            tc_marks = marks.get(tc, [])
+            latest_start = max([w.time] + [t for t, _ in tc_marks])
             end_rec = next((e for e in ended.get(turn, ()) if e.index > w.index), None)
             resumes = wait.resumes
             if len(resumes) > 1:
@@ -159,8 +163,8 @@ class TurnOutcome:
                 counts["ended"] += 1
             else:
                 counts["open"] += 1
-                waited = end_time - start_hi
-                held_up = overlap(fault_windows, start_hi, end_time)
+                waited = end_time - latest_start
+                held_up = overlap(fault_windows, latest_start, end_time)
                 if waited > max_wait + tolerance + held_up:
                     excuse = (f", not counting {fmt_duration(held_up)} of faults"
                               if held_up else "")
@@ -175,6 +179,7 @@ class TurnOutcome:
             expiry = expiries.get(tc)
             if expiry is None:
                 continue
+            start_lo, start_hi = _window(w, tc_marks, expiry.time)
             if expiry.time < start_lo + max_wait - _EPSILON:
                 violations.append(Violation(
                     f"tool call {tc} of turn {turn} expired at {at(expiry.time)}, only "
@@ -200,3 +205,17 @@ class TurnOutcome:
             note="" if waits else "no turn waited on a person as state",
             stats={"waits": float(len(waits)), **{k: float(v) for k, v in counts.items()}},
         )
+
+
+def _window(wait: Record, marks: list[tuple[float, str]], expiry: float) -> tuple[float, float]:
+    """(earliest, latest) start of the wait that expired at `expiry`.
+
+    The wait is the one begun by the last card (or hold) before the expiry; it started at that
+    card at the earliest and at its hand-off (or the turn's `turn.waiting`) at the latest.
+    """
+    cards = [t for t, kind in marks if kind == "card" and t <= expiry]
+    start = cards[-1] if cards else wait.time
+    later = [t for t, kind in marks if kind == "handoff" and start <= t <= expiry]
+    if start <= wait.time <= expiry:
+        later.append(wait.time)
+    return start, max([start, *later])
