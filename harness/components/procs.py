@@ -104,8 +104,9 @@ class ProcessGroup:
 
     On Linux the child also gets PR_SET_PDEATHSIG=SIGKILL, so it dies if the harness is killed
     with SIGKILL (no atexit then). The death signal fires when the *thread* that started the
-    child exits, so start long-lived groups from a thread that outlives them (the main thread).
-    Grandchildren do not inherit it; they go with the group on `stop`/`kill`.
+    child exits, so start long-lived groups from a thread that outlives them (the main thread),
+    or pass `die_with_parent=False`. Without `log_dir`, logs go to a fresh temp dir that is
+    kept for post-mortems. Grandchildren do not inherit it; they go with the group on `stop`/`kill`.
     """
 
     def __init__(
@@ -118,6 +119,7 @@ class ProcessGroup:
         inherit_env: bool = True,
         cwd: str | os.PathLike[str] | None = None,
         pass_fds: Sequence[int] = (),
+        die_with_parent: bool = True,
     ) -> None:
         if not argv:
             raise ValueError("argv is empty")
@@ -146,7 +148,7 @@ class ProcessGroup:
                 cwd=cwd,
                 start_new_session=True,
                 pass_fds=tuple(pass_fds),
-                preexec_fn=_make_preexec(self._owner_pid),
+                preexec_fn=_make_preexec(self._owner_pid) if die_with_parent else None,
             )
         _register(self)
 
