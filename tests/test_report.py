@@ -512,6 +512,48 @@ def test_same_input_same_output_except_wall_times(suite: SuiteOutcome) -> None:
         r'time="[\d.]+"', "", report_junit.render(suite))
 
 
+def test_a_shrunk_schedule_goes_with_the_generated_run_it_came_from(tmp_path: Path) -> None:
+    """The runner's naming: exploration keeps no history of `generated-1217`, then replays the
+    minimal schedule as `shrunk-generated-0` with its history saved. A scenario that failed
+    the same invariant (same seed) is not given that minimal schedule."""
+    history = approval_history(naive=True, days=2)
+    violation = pinning_violation(history)
+    path = history.save(tmp_path / "shrunk.jsonl")
+    failing = (Result("pinning-bound", False, (Violation("generated run pinned dep1"),)),)
+    scenario = run_outcome("answered-after-3-days", "naive", failing, seed=0)
+    generated = run_outcome("generated-1217", "naive", failing, seed=0, source="generated")
+    shrunk = run_outcome("shrunk-generated-0", "naive",
+                         (Result("pinning-bound", False, (violation,)),), seed=0,
+                         source="generated", history=path,
+                         replay_command="durable-chaos replay --adapter naive "
+                                        "reports/runs/naive/shrunk-generated-0/schedule.toml")
+    suite = SuiteOutcome(("naive",), 0, (scenario, generated), 1.0, shrunk=(shrunk,))
+    page = report_html.render(suite)
+    first, second = page.split('<article class="failing"')[1:]
+    assert "Schedule (not shrunk)" in text_of(first) and "shrunk-generated-0" not in first
+    text = text_of(second)
+    assert "Minimal schedule (shrunk)" in text and shrunk.replay_command in text
+    assert "This run kept no history" in text and "shrunk-generated-0" in text
+    assert history[violation.records[0]].describe() in text  # the shrunk run's records
+    assert '<svg class="tl"' in second and "Timeline of shrunk-generated-0" in second
+    # The index of violations links both.
+    assert '<a href="#violation-1">answered-after-3-days</a>' in page
+    assert '<a href="#violation-2">generated-1217</a>' in page
+    junit = ET.fromstring(report_junit.render(suite))
+    texts = [f.text or "" for f in junit.iter("failure")]
+    assert "replay: " + scenario.replay_command in texts[0]
+    assert "replay: " + shrunk.replay_command in texts[1]
+
+
+def test_a_shrunk_schedule_nobody_claims_is_still_reported() -> None:
+    shrunk = run_outcome("shrunk-generated-0", "naive",
+                         (Result("liveness", False, (Violation("s1 stayed busy"),)),))
+    suite = SuiteOutcome(("naive",), 0, (), 1.0, shrunk=(shrunk,))
+    text = text_of(report_html.render(suite))
+    assert "Minimal failing schedule found by shrinking: shrunk-generated-0" in text
+    assert "s1 stayed busy" in text and shrunk.replay_command in text
+
+
 # --------------------------------------------------------------------------- timeline
 
 
@@ -597,7 +639,7 @@ def test_missing_history_file_is_a_note_not_a_crash(tmp_path: Path) -> None:
     run = run_outcome("r", "a", (Result("inv", False, (Violation("broke", (3,)),)),),
                       history=tmp_path / "gone.jsonl")
     text = text_of(report_html.render(SuiteOutcome(("a",), 1, (run,), 1.0)))
-    assert "#3 (history file" in text and "could not be read" in text
+    assert "Records #3: history file" in text and "could not be read" in text
     assert "No timeline: history file" in text
 
 

@@ -380,19 +380,21 @@ def _summary(suite: SuiteOutcome) -> str:
 
 
 def _shrunk_for(run: RunOutcome, suite: SuiteOutcome) -> RunOutcome | None:
+    """The minimal schedule shrunk from this run: named after it (`shrunk-NAME`), or, for a
+    generated run, the one the exploration of its adapter shrank for the same invariant
+    (exploration stops at its first failure, so there is one such run per adapter)."""
     failing = {r.checker for r in run.results if effective(run, r) is False}
-    best: tuple[int, RunOutcome] | None = None
+    fallback = None
     for cand in suite.shrunk:
         if cand.adapter != run.adapter:
             continue
         if not failing & {r.checker for r in cand.results if r.valid is False}:
             continue
-        score = (3 if cand.name == run.name else
-                 2 if cand.name.startswith(run.name) else
-                 1 if cand.seed == run.seed else 0)
-        if score and (best is None or score > best[0]):
-            best = (score, cand)
-    return best[1] if best else None
+        if cand.name in (run.name, f"shrunk-{run.name}"):
+            return cand
+        if run.source == "generated" and fallback is None:
+            fallback = cand
+    return fallback
 
 
 def _record_line(record: Record) -> str:
@@ -407,19 +409,21 @@ def _record_line(record: Record) -> str:
 
 def _violation_block(v: Violation, history: History | str) -> str:
     out = [f'<div class="violation"><p class="witness">{esc(v.message)}</p>']
-    if v.records:
+    if v.records and isinstance(history, History):
         out.append('<p class="proof-h">The records that prove it</p><ol class="records">')
         for index in v.records[:_MAX_RECORDS_SHOWN]:
-            if isinstance(history, History) and 0 <= index < len(history):
+            if 0 <= index < len(history):
                 out.append(f"<li>{_record_line(history[index])}</li>")
             else:
-                reason = history if isinstance(history, str) else "not in the history file"
                 out.append(f'<li><span class="rec">#{index}</span> '
-                           f'<span class="muted">({esc(reason)})</span></li>')
+                           '<span class="muted">(not in the history file)</span></li>')
         more = len(v.records) - _MAX_RECORDS_SHOWN
         if more > 0:
             out.append(f'<li class="muted">… and {more} more records</li>')
         out.append("</ol>")
+    elif v.records:
+        shown = ", ".join(f"#{i}" for i in v.records[:_MAX_RECORDS_SHOWN])
+        out.append(f'<p class="muted small">Records {esc(shown)}: {esc(history)}.</p>')
     out.append("</div>")
     return "".join(out)
 
@@ -431,16 +435,27 @@ def _code(text: str, label: str, cls: str = "") -> str:
 
 def _failing_run(run: RunOutcome, suite: SuiteOutcome, histories: _Histories, n: int,
                  *, shrunk_origin: bool = False) -> str:
+    shrunk = None if shrunk_origin else _shrunk_for(run, suite)
+    # The evidence: this run's own history, or, when the run kept none (exploration keeps
+    # only the replayed minimal schedule), the minimal schedule's.
+    evidence = run
     history = histories.get(run)
-    failing = [r for r in run.results if effective(run, r) is False]
-    anchor = f"violation-{n}"
+    if not isinstance(history, History) and shrunk is not None:
+        shrunk_history = histories.get(shrunk)
+        if isinstance(shrunk_history, History):
+            evidence, history = shrunk, shrunk_history
+    failing = [r for r in evidence.results if effective(evidence, r) is False]
     title = ("Minimal failing schedule found by shrinking: " if shrunk_origin else "") + run.name
-    out = [f'<article class="failing" id="{anchor}">',
+    out = [f'<article class="failing" id="violation-{n}">',
            f'<header><h3>{badge("fail")} {esc(title)}</h3>'
            f'<p class="meta">adapter <b>{esc(run.adapter)}</b> · seed <b>{run.seed}</b> · '
            f"{esc(run.source)} · virtual time {esc(fmt_duration(run.virtual_time))}"
            + (f" · expected: {esc(run.expected)}" if run.expected else "")
            + "</p></header>"]
+    if evidence is not run:
+        out.append(f'<p class="evidence-note">This run kept no history; the witness, records '
+                   f"and timeline below are from its minimal schedule, "
+                   f"<b>{esc(evidence.name)}</b>, replayed with its history saved.</p>")
     cited: set[int] = set()
     for result in failing:
         out.append(f'<section class="inv-fail" data-invariant="{esc(result.checker)}">'
@@ -459,7 +474,6 @@ def _failing_run(run: RunOutcome, suite: SuiteOutcome, histories: _Histories, n:
                        "this invariant in this run.</p>")
         out.append("</section>")
 
-    shrunk = None if shrunk_origin else _shrunk_for(run, suite)
     source = shrunk or run
     out.append('<div class="repro">')
     if shrunk is not None:
@@ -477,17 +491,20 @@ def _failing_run(run: RunOutcome, suite: SuiteOutcome, histories: _Histories, n:
     timeline: Timeline | None = None
     note = ""
     if isinstance(history, History):
-        timeline = build_timeline(history, focus=cited, end=run.virtual_time or None)
-    elif run.timeline:
+        timeline = build_timeline(history, focus=cited, end=evidence.virtual_time or None)
+    elif evidence.timeline:
         try:
-            timeline = Timeline.from_dict(run.timeline)
+            timeline = Timeline.from_dict(evidence.timeline)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             note = f"the run's timeline could not be read: {type(exc).__name__}: {exc}"
     else:
         note = history
-    out.append('<div class="timeline"><h4>Timeline</h4>')
+    out.append('<div class="timeline"><h4>Timeline'
+               + (f' <span class="muted">of {esc(evidence.name)}</span>' if evidence is not run
+                  else "") + "</h4>")
     if timeline is not None and not timeline.empty:
-        out.append(timeline_svg(timeline, f"tl{n}", f"Timeline of {run.name} on {run.adapter}"))
+        out.append(timeline_svg(timeline, f"tl{n}",
+                                f"Timeline of {evidence.name} on {evidence.adapter}"))
     else:
         out.append(f'<p class="muted">No timeline: {esc(note or "the history is empty")}.</p>')
     out.append("</div></article>")
@@ -503,6 +520,15 @@ def _violations(suite: SuiteOutcome, histories: _Histories) -> str:
     if not failing and not orphans:
         out.append('<p class="muted">No invariant was violated in any run.</p></section>')
         return "".join(out)
+    listed = [*failing, *orphans]
+    if len(listed) > 1:
+        out.append('<ol class="vindex">')
+        for n, run in enumerate(listed, 1):
+            names = ", ".join(r.checker for r in run.results if effective(run, r) is False)
+            out.append(f'<li><a href="#violation-{n}">{esc(run.name)}</a> '
+                       f'<span class="muted">on {esc(run.adapter)}:</span> '
+                       f'<span class="inv">{esc(names)}</span></li>')
+        out.append("</ol>")
     for n, run in enumerate(failing, 1):
         out.append(_failing_run(run, suite, histories, n))
     for n, run in enumerate(orphans, len(failing) + 1):

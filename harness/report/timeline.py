@@ -77,6 +77,8 @@ _SESSION_MARKS: Final[dict[str, str]] = {
     "threadlog.assigned": "assigned",
 }
 _MAX_MARKS_PER_LANE: Final = 200
+# Fault data fields that hold a time or a duration: labelled `at 2.00d`, not `at=172800.0`.
+_TIME_KEYS: Final = frozenset({"at", "after", "until", "delay", "for", "by"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +252,9 @@ def fault_label(record: Record) -> str:
     for name, value in sorted(record.data.items()):
         if name == "duration" and isinstance(value, int | float):
             parts.append(fmt_duration(float(value)))
+        elif name in _TIME_KEYS and isinstance(value, int | float) and not isinstance(value,
+                                                                                       bool):
+            parts.append(f"{name} {fmt_duration(float(value))}")
         elif isinstance(value, str | int | float | bool):
             parts.append(f"{name}={_short(value, 30)}")
     return " ".join(parts)
