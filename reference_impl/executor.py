@@ -116,7 +116,7 @@ class Applied:
 
 
 @dataclass(frozen=True, slots=True)
-class _Decision:
+class _WaitEnd:
     kind: Literal["answer", "background", "pending", "expired"]
     answer: dict[str, Any] | None = None
 
@@ -339,7 +339,7 @@ class ChatToolExecutor:
 
     async def _wait(
         self, ctx: Context, call: ToolCall, mode: str, run: int, accepts_pending_result: bool
-    ) -> _Decision:
+    ) -> _WaitEnd:
         ports, tc = self.ports, call.tool_call
         awakeable_id, answered = ctx.awakeable()
         # The waiting row: from now on PendingToolCall.answer resolves this awakeable.
@@ -366,7 +366,7 @@ class ChatToolExecutor:
         if winner == "answer":
             return _decision(value)
         if not accepts_pending_result:
-            return _Decision("expired")
+            return _WaitEnd("expired")
         # Hand-off. PendingToolCall serialises this with answer(): an answer that arrived
         # after our timer fired but before this call is returned here, not lost.
         handed = await ctx.object_call(PENDING_START_TOOL_WAIT, tc, {})
@@ -374,11 +374,11 @@ class ChatToolExecutor:
         if status == "answered":
             return _decision(handed["answer"])
         if status == "background":
-            return _Decision("background")
-        return _Decision("pending")
+            return _WaitEnd("background")
+        return _WaitEnd("pending")
 
 
-def _decision(value: Any) -> _Decision:
+def _decision(value: Any) -> _WaitEnd:
     if isinstance(value, Mapping) and value.get("background"):
-        return _Decision("background")
-    return _Decision("answer", parse_answer(value))
+        return _WaitEnd("background")
+    return _WaitEnd("answer", parse_answer(value))

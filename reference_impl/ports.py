@@ -33,7 +33,7 @@ EVENTS: Final[dict[str, tuple[str, ...]]] = {
     "tool.rerun": ("session", "turn", "tool_call", "access"),  # access: granted | denied
     "tool.intent": ("session", "turn", "tool_call", "tool"),
     # outcome: answered | denied | expired | ended_by_message | background | rejected_access
-    #          | held | completed (no approval needed)
+    #          | held | completed (no approval needed) | cancelled (a waiting turn cancelled)
     "tool.result": ("session", "turn", "tool_call", "outcome"),
     "tool.background": ("session", "turn", "tool_call"),
     "tool.finished": ("session", "turn", "tool_call", "outcome"),  # toolFinished delivered
