@@ -1,1 +1,686 @@
-"""pytest plugin (registered through `pytest11`); silent unless `--chaos-adapter` is given."""
+"""pytest plugin (registered through `pytest11`); silent unless `--chaos-adapter` is given.
+
+Installing durable-chaos changes no other project's test run: without `--chaos-adapter` (or
+the ini key `chaos_adapter`) this module collects nothing, prints nothing and imports nothing
+of the harness; only the `chaos_*` fixtures exist, for tests that ask for them.
+
+With an adapter, the built-in suite is collected after the project's own tests, under one
+virtual node per adapter (`-m chaos` selects it, `-m "not chaos"` leaves it out):
+
+    durable-chaos::ADAPTER::contract              the adapter contract (harness.conformance)
+    durable-chaos::ADAPTER::scenario[NAME]        one scenario file, run once
+    durable-chaos::ADAPTER::generated[INVARIANT]  generated schedules judged by one invariant,
+                                                  the first failure shrunk to a minimal one
+
+Seeds: one session seed (an integer, `last` from pytest's cache, or a fresh one), printed in
+the report header and handed to xdist workers; each generated item derives its own seed
+from the session seed and its node id, so reordering or selecting items changes nothing.
+Scenario items keep the seed written in their file, so `durable-chaos replay FILE` repeats
+them exactly.
+
+Rejected: collecting through `pytest_collection_modifyitems`. Items added there bypass the
+collection hooks (the "collected N items" count, `--collect-only`, xdist's collection
+comparison); appending a collector to the session's own collect report keeps them ordinary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import time
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr
+
+    from harness.adapters.base import Adapter
+    from harness.outcome import RunOutcome
+    from harness.runner import RunOptions
+    from harness.schedules.model import Schedule
+
+# The fixtures live in their own module; pytest imports it with this plugin.
+pytest_plugins = ["harness.fixtures"]
+
+GROUP = "durable-chaos"
+SUITE_NODE = "durable-chaos"
+MARKER = "chaos"
+DEFAULT_SCHEDULES = 25
+CACHE_KEY = "durable-chaos/seed"
+_WORKER_SEED = "durable_chaos_seed"
+_WORKER_RUNS = "durable_chaos_runs"
+
+
+# ---------------------------------------------------------------------------- options
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup(GROUP, "durable-chaos: chaos suite for durable agent runtimes")
+    group.addoption(
+        "--chaos-adapter", action="append", dest="chaos_adapter", default=None,
+        metavar="NAME|module:attr",
+        help="run the chaos suite against this adapter (repeatable, or a comma list): "
+        "reference, naive, reference-restate or module:attribute; 'none' turns the suite off. "
+        "Without it the plugin collects nothing. ini: chaos_adapter",
+    )
+    group.addoption(
+        "--chaos-seed", dest="chaos_seed", default=None, metavar="N|last",
+        help="session seed of the generated schedules: an integer, or 'last' to reuse the "
+        "previous run's seed (needs pytest's cache plugin); default: a fresh seed, printed "
+        "in the header. ini: chaos_seed",
+    )
+    group.addoption(
+        "--chaos-schedules", dest="chaos_schedules", default=None, metavar="N",
+        help=f"generated schedules per invariant item (default: {DEFAULT_SCHEDULES}; 0 "
+        "collects no generated items). ini: chaos_schedules",
+    )
+    group.addoption(
+        "--chaos-report", dest="chaos_report", default=None, metavar="DIR",
+        help="at the end, write DIR/index.html and DIR/junit.xml (and the histories of "
+        "scenarios and failures under DIR/runs). ini: chaos_report",
+    )
+    group.addoption(
+        "--chaos-scenarios", dest="chaos_scenarios", default=None, metavar="PATH",
+        help="a scenario file or a directory of *.toml; 'none' for none (default: "
+        "<rootdir>/scenarios if it exists). ini: chaos_scenarios",
+    )
+    parser.addini("chaos_adapter", "default of --chaos-adapter (whitespace or comma list)",
+                  type="args", default=[])
+    parser.addini("chaos_seed", "default of --chaos-seed", default="")
+    parser.addini("chaos_schedules", "default of --chaos-schedules", default="")
+    parser.addini("chaos_report", "default of --chaos-report (relative to the ini file)",
+                  default="")
+    parser.addini("chaos_scenarios", "default of --chaos-scenarios (relative to the ini "
+                  "file)", default="")
+
+
+@dataclass(frozen=True)
+class ChaosSettings:
+    """The resolved chaos options of one session (the same in every xdist worker)."""
+
+    adapters: tuple[str, ...]
+    seed: int
+    schedules: int
+    report_dir: Path | None
+    scenarios: Path | None
+    seed_note: str = ""  # how the seed was chosen, for the header
+
+
+@dataclass
+class ChaosState:
+    """Plugin state of one session, kept under `STATE` in `config.stash`."""
+
+    settings: ChaosSettings
+    adapters: dict[str, Adapter]  # spec -> loaded adapter
+    scenarios: list[Schedule]
+    contracts: dict[str, str | None] = field(default_factory=dict)  # spec -> failure or None
+    runs: list[RunOutcome] = field(default_factory=list)
+    shrunk: list[RunOutcome] = field(default_factory=list)
+    started: float = 0.0
+    report: str | None = None  # where the report went, or why it did not
+
+    def options(self, spec: str) -> RunOptions:
+        from harness.runner import RunOptions
+
+        return RunOptions(adapter_spec=spec, report_dir=self.settings.report_dir)
+
+    def contract(self, spec: str) -> str | None:
+        """Check the adapter contract once per process; the failure message, or None."""
+        if spec not in self.contracts:
+            from harness.conformance import check_adapter
+            from harness.errors import AdapterContractError
+
+            try:
+                check_adapter(self.adapters[spec])
+                self.contracts[spec] = None
+            except AdapterContractError as exc:
+                self.contracts[spec] = str(exc)
+        return self.contracts[spec]
+
+
+STATE = pytest.StashKey[ChaosState]()
+
+
+class _Source:
+    """Where an option's value came from, for error messages that say so."""
+
+    def __init__(self, config: pytest.Config, flag: str, ini: str) -> None:
+        self.config, self.flag, self.ini = config, flag, ini
+
+    def value(self) -> tuple[Any, str]:
+        config = self.config
+        cli = config.getoption(self.flag.lstrip("-").replace("-", "_"))
+        if cli is not None:
+            return cli, self._cli()
+        ini = config.getini(self.ini)
+        if ini not in ("", [], None):
+            return ini, self._ini()
+        return None, f"the default of {self.flag}"
+
+    def _cli(self) -> str:
+        args = [str(a) for a in self.config.invocation_params.args]
+        if any(a == self.flag or a.startswith(self.flag + "=") for a in args):
+            return f"{self.flag} on the command line"
+        if self.flag in os.environ.get("PYTEST_ADDOPTS", ""):
+            return f"{self.flag} in PYTEST_ADDOPTS"
+        if self.config.inipath is not None:
+            return f"{self.flag} in addopts of the ini file {self.config.inipath.name}"
+        return f"{self.flag} on the command line"
+
+    def _ini(self) -> str:
+        args = [str(a) for a in self.config.invocation_params.args]
+        if any(f"{self.ini}=" in a for a in args):
+            return f"{self.ini} in -o/--override-ini on the command line"
+        inipath = self.config.inipath
+        return f"{self.ini} in the ini file {inipath.name if inipath else '(none)'}"
+
+    def base_dir(self, source: str) -> Path:
+        """Relative paths: from the ini file's directory for ini values, else the cwd."""
+        inipath = self.config.inipath
+        if source.startswith(self.ini) and inipath is not None:
+            return inipath.parent
+        return self.config.invocation_params.dir
+
+
+def _resolve(config: pytest.Config) -> ChaosSettings | None:
+    raw, where = _Source(config, "--chaos-adapter", "chaos_adapter").value()
+    specs: list[str] = []
+    for item in raw or []:
+        for spec in str(item).split(","):
+            spec = spec.strip()
+            if spec and spec not in specs:
+                specs.append(spec)
+    if not specs or specs == ["none"]:
+        return None
+    if "none" in specs:
+        raise pytest.UsageError(f"{where}: 'none' turns the suite off and cannot be combined "
+                                f"with adapters ({', '.join(specs)})")
+    schedules = _schedules(config)
+    seed, note = _seed(config)
+    return ChaosSettings(
+        adapters=tuple(specs),
+        seed=seed,
+        schedules=schedules,
+        report_dir=_path_option(config, "--chaos-report", "chaos_report"),
+        scenarios=_scenarios_path(config),
+        seed_note=note,
+    )
+
+
+def _schedules(config: pytest.Config) -> int:
+    raw, where = _Source(config, "--chaos-schedules", "chaos_schedules").value()
+    if raw is None:
+        return DEFAULT_SCHEDULES
+    try:
+        number = int(str(raw).strip())
+    except ValueError:
+        raise pytest.UsageError(f"{where}: expected a whole number of schedules such as 25, "
+                                f"got {raw!r}") from None
+    if number < 0:
+        raise pytest.UsageError(f"{where}: expected a number >= 0, got {number}")
+    return number
+
+
+def _seed(config: pytest.Config) -> tuple[int, str]:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and _WORKER_SEED in workerinput:
+        return int(workerinput[_WORKER_SEED]), "from the xdist controller"
+    raw, where = _Source(config, "--chaos-seed", "chaos_seed").value()
+    if raw is None:
+        return random.Random().randrange(1_000_000), "fresh"
+    text = str(raw).strip()
+    if text == "last":
+        cache = getattr(config, "cache", None)
+        if cache is None:
+            raise pytest.UsageError(
+                f"{where}: 'last' reads the previous seed from pytest's cache, which is "
+                "disabled here (-p no:cacheprovider); pass the seed printed in the previous "
+                "run's header, or add -p cacheprovider"
+            )
+        last = cache.get(CACHE_KEY, None)
+        if isinstance(last, int):
+            return last, "reused with --chaos-seed=last"
+        return random.Random().randrange(1_000_000), "fresh: the cache held no previous seed"
+    try:
+        seed = int(text)
+    except ValueError:
+        raise pytest.UsageError(f"{where}: expected an integer seed or 'last', got {raw!r}"
+                                ) from None
+    if seed < 0:
+        raise pytest.UsageError(f"{where}: expected a seed >= 0, got {seed}")
+    return seed, "given"
+
+
+def _path_option(config: pytest.Config, flag: str, ini: str) -> Path | None:
+    source = _Source(config, flag, ini)
+    raw, where = source.value()
+    if raw is None or str(raw).strip() == "":
+        return None
+    path = Path(str(raw).strip()).expanduser()
+    return path if path.is_absolute() else source.base_dir(where) / path
+
+
+def _scenarios_path(config: pytest.Config) -> Path | None:
+    source = _Source(config, "--chaos-scenarios", "chaos_scenarios")
+    raw, where = source.value()
+    if raw is None:
+        default = config.rootpath / "scenarios"
+        return default if default.is_dir() and any(default.glob("*.toml")) else None
+    text = str(raw).strip()
+    if text == "none":
+        return None
+    path = Path(text).expanduser()
+    path = path if path.is_absolute() else source.base_dir(where) / path
+    if not path.exists():
+        raise pytest.UsageError(f"{where}: {text} does not exist; give a scenario .toml file, "
+                                "a directory of them, or 'none'")
+    return path
+
+
+# ---------------------------------------------------------------------------- session
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    settings = _resolve(config)
+    if settings is None:
+        return
+    from harness.adapters import load_adapter
+    from harness.errors import UsageError
+
+    adapter_where = _Source(config, "--chaos-adapter", "chaos_adapter").value()[1]
+    adapters: dict[str, Adapter] = {}
+    for spec in settings.adapters:
+        try:
+            adapters[spec] = load_adapter(spec)
+        except UsageError as exc:
+            raise pytest.UsageError(f"{adapter_where}: {exc}") from None
+    scenarios = _load_scenarios(config, settings.scenarios)
+    config.stash[STATE] = ChaosState(settings, adapters, scenarios)
+    config.addinivalue_line("markers", f"{MARKER}: an item of the durable-chaos suite")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(config), "durable-chaos-xdist")
+    cache = getattr(config, "cache", None)
+    if cache is not None and getattr(config, "workerinput", None) is None:
+        cache.set(CACHE_KEY, settings.seed)
+
+
+def _load_scenarios(config: pytest.Config, path: Path | None) -> list[Schedule]:
+    if path is None:
+        return []
+    from harness.errors import UsageError
+    from harness.schedules.scenario_file import load_scenario
+
+    where = _Source(config, "--chaos-scenarios", "chaos_scenarios").value()[1]
+    files = sorted(path.glob("*.toml")) if path.is_dir() else [path]
+    try:
+        return [load_scenario(f) for f in files]
+    except UsageError as exc:
+        raise pytest.UsageError(f"{where}: {exc}") from None
+
+
+def chaos_state(config: pytest.Config) -> ChaosState | None:
+    """The plugin state, or None when the suite is off."""
+    return config.stash.get(STATE, None)
+
+
+def session_seed(config: pytest.Config) -> int:
+    """The session seed; 0 when the suite is off (the fixtures stay deterministic)."""
+    state = chaos_state(config)
+    return state.settings.seed if state is not None else 0
+
+
+def item_seed(seed: int, nodeid: str) -> int:
+    """A per-test seed from the session seed and a node id, stable across processes."""
+    digest = hashlib.blake2b(f"{seed}\0{nodeid}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % 2**32
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    state = chaos_state(config)
+    if state is None:
+        return None
+    s = state.settings
+    cached = "" if getattr(config, "cache", None) is not None else \
+        " (not cached: the cache plugin is disabled, so --chaos-seed=last cannot reuse it)"
+    scenarios = "none"
+    if s.scenarios is not None:
+        scenarios = f"{len(state.scenarios)} from {_show(config, s.scenarios)}"
+    return [
+        f"durable-chaos: seed {s.seed} ({s.seed_note}; rerun with --chaos-seed={s.seed})"
+        f"{cached}",
+        f"durable-chaos: adapters {', '.join(s.adapters)}; scenarios {scenarios}; "
+        f"{s.schedules} generated schedule(s) per invariant"
+        + (f"; report {_show(config, s.report_dir)}" if s.report_dir else ""),
+    ]
+
+
+def _show(config: pytest.Config, path: Path) -> str:
+    try:
+        return str(path.relative_to(config.invocation_params.dir))
+    except ValueError:
+        return str(path)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    state = chaos_state(session.config)
+    if state is not None:
+        state.started = time.perf_counter()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    report = yield
+    if isinstance(collector, pytest.Session) and report.passed:
+        state = chaos_state(collector.config)
+        if state is not None:
+            suite = ChaosSuite.from_parent(collector, name=SUITE_NODE, nodeid=SUITE_NODE)
+            suite.add_marker(MARKER)
+            report.result.append(suite)
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    state = chaos_state(config)
+    if state is None or state.settings.report_dir is None:
+        return
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[_WORKER_RUNS] = json.dumps(
+            {"runs": [_to_json(r) for r in state.runs],
+             "shrunk": [_to_json(r) for r in state.shrunk]})
+        return
+    from harness.outcome import SuiteOutcome
+    from harness.runner import environment, write_outputs
+
+    names = tuple(dict.fromkeys(a.name for a in state.adapters.values()))
+    suite = SuiteOutcome(
+        adapters=names,
+        seed=state.settings.seed,
+        runs=tuple(state.runs),
+        wall_time=time.perf_counter() - state.started,
+        complete=exitstatus not in (pytest.ExitCode.INTERRUPTED,),
+        environment=environment(),
+        shrunk=tuple(state.shrunk),
+    )
+    try:
+        index = write_outputs(suite, state.settings.report_dir)
+        state.report = f"report {_show(config, index)}, junit " \
+            f"{_show(config, state.settings.report_dir / 'junit.xml')}"
+    except Exception as exc:  # the tests ran; a report that cannot be written says why
+        state.report = f"could not write the report to {state.settings.report_dir}: " \
+            f"{type(exc).__name__}: {exc}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    state = chaos_state(terminalreporter.config)
+    if state is not None and state.report is not None:
+        terminalreporter.write_line(f"durable-chaos: {state.report}")
+
+
+class _XdistHooks:
+    """Same seed in every worker; the workers' runs come back for the one report."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_configure_node(self, node: Any) -> None:
+        state = chaos_state(self.config)
+        if state is not None:
+            node.workerinput[_WORKER_SEED] = state.settings.seed
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        state = chaos_state(self.config)
+        output = getattr(node, "workeroutput", None) or {}
+        if state is None or _WORKER_RUNS not in output:
+            return
+        data = json.loads(output[_WORKER_RUNS])
+        state.runs.extend(_from_json(r) for r in data["runs"])
+        state.shrunk.extend(_from_json(r) for r in data["shrunk"])
+
+
+def _to_json(outcome: RunOutcome) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(outcome)
+
+
+def _from_json(data: dict[str, Any]) -> RunOutcome:
+    from dataclasses import fields
+
+    from harness.checkers.base import Result, Violation
+    from harness.outcome import RunOutcome
+
+    known = {f.name for f in fields(RunOutcome)}
+    values = {k: v for k, v in data.items() if k in known}
+    values["results"] = tuple(
+        Result(r["checker"], r["valid"],
+               tuple(Violation(v["message"], tuple(v["records"])) for v in r["violations"]),
+               r["reached"], r["note"], dict(r["stats"]))
+        for r in data["results"])
+    values["skipped_faults"] = tuple(data.get("skipped_faults", ()))
+    values["alive"] = tuple((float(t), int(n)) for t, n in data.get("alive", ()))
+    return RunOutcome(**values)
+
+
+# ---------------------------------------------------------------------------- collection
+
+
+class ChaosSuite(pytest.Collector):
+    """The virtual root of the built-in suite: one child per adapter."""
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        state = chaos_state(self.config)
+        assert state is not None
+        for spec in state.settings.adapters:
+            yield AdapterSuite.from_parent(self, name=spec)
+
+
+class AdapterSuite(pytest.Collector):
+    """The contract, the scenario files and one generated item per invariant."""
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        state = chaos_state(self.config)
+        assert state is not None
+        spec = self.name
+        yield ContractItem.from_parent(self, name="contract", spec=spec)
+        for schedule in state.scenarios:
+            stem = Path(schedule.path).stem if schedule.path else schedule.name
+            yield ScenarioItem.from_parent(self, name=f"scenario[{stem}]", spec=spec,
+                                           schedule=schedule)
+        if state.settings.schedules > 0:
+            from harness.checkers import ALL
+
+            for checker in ALL:
+                yield InvariantItem.from_parent(self, name=f"generated[{checker.name}]",
+                                                spec=spec, invariant=checker.name)
+
+
+class ChaosFailure(Exception):
+    """An item's verdict: the text `repr_failure` shows, without a traceback."""
+
+
+class _ChaosItem(pytest.Item):
+    def __init__(self, *, spec: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+
+    @property
+    def state(self) -> ChaosState:
+        state = chaos_state(self.config)
+        assert state is not None
+        return state
+
+    def adapter(self) -> Adapter:
+        """The adapter, once its contract holds (else this item is skipped)."""
+        broken = self.state.contract(self.spec)
+        if broken is not None:
+            pytest.skip(f"adapter {self.spec} breaks the adapter contract (see "
+                        f"{SUITE_NODE}::{self.spec}::contract)")
+        return self.state.adapters[self.spec]
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str | TerminalRepr:
+        if isinstance(excinfo.value, ChaosFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self) -> tuple[os.PathLike[str] | str, int | None, str]:
+        return self.path, None, f"{SUITE_NODE}: {self.spec} {self.name}"
+
+    def rerun(self, invariant: str) -> str:
+        settings = self.state.settings
+        return (f"pytest --chaos-adapter {self.spec} --chaos-seed {settings.seed} "
+                f"--chaos-schedules {settings.schedules} -m {MARKER} "
+                f"-k \"generated and {invariant}\"")
+
+
+class ContractItem(_ChaosItem):
+    """`harness.conformance.check_adapter`: the adapter keeps its contract."""
+
+    def runtest(self) -> None:
+        broken = self.state.contract(self.spec)
+        if broken is not None:
+            raise ChaosFailure(f"AdapterContractError: {broken}")
+
+
+class ScenarioItem(_ChaosItem):
+    """One scenario file run once; fails listing every violated invariant."""
+
+    def __init__(self, *, schedule: Schedule, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.schedule = schedule
+
+    def reportinfo(self) -> tuple[os.PathLike[str] | str, int | None, str]:
+        return (self.schedule.path or self.path), None, f"{SUITE_NODE}: {self.spec} {self.name}"
+
+    def runtest(self) -> None:
+        from harness.runner import run_schedule
+
+        adapter = self.adapter()
+        with _virtual_wall_clock():
+            outcome = run_schedule(adapter, self.schedule, self.state.options(self.spec))
+        self.state.runs.append(outcome)
+        if outcome.failed or outcome.unknown:
+            raise ChaosFailure(_scenario_failure(outcome, self.schedule))
+
+
+class InvariantItem(_ChaosItem):
+    """Generated schedules (Hypothesis) judged by one invariant, shrunk on failure."""
+
+    def __init__(self, *, invariant: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.invariant = invariant
+
+    def runtest(self) -> None:
+        from harness.runner import explore, run_schedule
+
+        adapter = self.adapter()
+        settings = self.state.settings
+        seed = item_seed(settings.seed, self.nodeid)
+        options = self.state.options(self.spec)
+        with _virtual_wall_clock():
+            found = explore(adapter, settings.schedules, seed,
+                            replace(options, report_dir=None), invariant=self.invariant)
+            # Saved under a name of this item's own: every item's shrinking restarts the
+            # names at "shrunk-generated-0", and the report keeps one directory per name.
+            minimal = [run_schedule(adapter, _renamed(m, f"{self.invariant}-{m.name}"),
+                                    options) for m in found.shrunk]
+        self.state.runs.extend(found.runs)
+        self.state.shrunk.extend(minimal)
+        if minimal:
+            raise ChaosFailure(_generated_failure(self, minimal[0], seed, found.examples))
+        crashed = [r for r in found.runs if r.error is not None]
+        if crashed:
+            first = crashed[0]
+            raise ChaosFailure(
+                f"{self.invariant}: unknown: the adapter crashed on {len(crashed)} of "
+                f"{len(found.runs)} generated schedule(s) (seed {seed}); first: {first.error}"
+                f"\n\nschedule:\n\n{first.schedule_toml}\n{_replay(first, self.spec)}"
+            )
+
+
+def _renamed(outcome: RunOutcome, name: str) -> Schedule:
+    import tomllib
+
+    from harness.schedules.scenario_file import parse_scenario
+
+    schedule = parse_scenario(tomllib.loads(outcome.schedule_toml), "<shrunk>", name)
+    return replace(schedule, name=name, source="generated", path=None)
+
+
+def _virtual_wall_clock() -> Any:
+    # One freezer per item: starting freezegun costs more than a whole simulated schedule,
+    # and leaving it on for the session would freeze the project's own tests.
+    from harness.clock import VirtualClock, wall_clock_follows
+
+    return wall_clock_follows(VirtualClock())
+
+
+def _scenario_failure(outcome: RunOutcome, schedule: Schedule) -> str:
+    lines = []
+    if outcome.error is not None:
+        lines.append(f"unknown: the adapter crashed: {outcome.error}")
+    for result in outcome.results:
+        if result.valid is False:
+            lines.append(f"{result.checker}: {_indent(result.witness(3))}")
+        elif result.valid is None and outcome.error is None:
+            lines.append(f"{result.checker}: unknown: {result.note}")
+    lines.append("")
+    lines.append(f"scenario {schedule.name} ({schedule.path}, seed {schedule.seed})"
+                 + (f", expected {outcome.expected}" if outcome.expected else ""))
+    lines.append(f"replay: {outcome.replay_command}")
+    return "\n".join(lines)
+
+
+def _generated_failure(item: InvariantItem, minimal: RunOutcome, seed: int,
+                       examples: int) -> str:
+    by_name = {r.checker: r for r in minimal.results}
+    result = by_name.get(item.invariant)
+    if result is not None and result.valid is False:
+        head = f"{item.invariant}: {_indent(result.witness(3))}"
+    else:
+        head = (f"{item.invariant}: failed while exploring, but the minimal schedule did not "
+                f"fail again when replayed ({result.outcome if result else 'not checked'})")
+    others = sorted(r.checker for r in minimal.results
+                    if r.valid is False and r.checker != item.invariant)
+    steps = sum(1 for line in minimal.schedule_toml.splitlines() if line == "[[step]]")
+    lines = [head]
+    if others:
+        lines.append(f"(this schedule also breaks: {', '.join(others)})")
+    lines += [
+        "",
+        f"minimal failing schedule ({steps} step(s), shrunk from the failure found after "
+        f"{examples} generated schedule(s), item seed {seed}):",
+        "",
+        minimal.schedule_toml.rstrip("\n"),
+        "",
+        _replay(minimal, item.spec),
+        f"rerun this item: {item.rerun(item.invariant)}",
+    ]
+    return "\n".join(lines)
+
+
+def _replay(outcome: RunOutcome, spec: str) -> str:
+    if outcome.history_path is not None:
+        return f"replay: {outcome.replay_command}"
+    return (f"replay: save the schedule above as schedule.toml, then: durable-chaos replay "
+            f"--adapter {spec} schedule.toml")
+
+
+def _indent(text: str) -> str:
+    return text.replace("\n", "\n    ")
+
+
+def adapter_specs(config: pytest.Config) -> Sequence[str]:
+    """The adapters of this session (the fixtures' default is the reference)."""
+    state = chaos_state(config)
+    return state.settings.adapters if state is not None else ("reference",)
