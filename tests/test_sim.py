@@ -285,3 +285,35 @@ def test_clock_refuses_to_go_backwards() -> None:
         clock.advance_to(5)
     with pytest.raises(ClockError):
         clock.jump(-1)
+
+
+def test_handler_wall_clock_reads_follow_virtual_time() -> None:
+    import datetime as dt
+
+    from harness.clock import EPOCH
+
+    seen: list[dt.datetime] = []
+
+    async def reads_wall_clock(ctx: Context, arg: Any) -> Any:
+        await ctx.sleep(timedelta(days=3))
+        await ctx.run("now", lambda: seen.append(dt.datetime.now(dt.UTC)))
+        return None
+
+    sim = Simulator()
+    sim.register(App("v1", (Service("W", (Handler("h", reads_wall_clock),)),)))
+    sim.invoke("W", "h")
+    sim.run(follow_wall_clock=True)
+    assert seen == [EPOCH + dt.timedelta(days=3)]
+
+
+def test_history_round_trips_through_jsonl(tmp_path: Any) -> None:
+    from harness.history import History
+
+    sim = Simulator(seed=3)
+    sim.register(make_app(World()), hosts=2)
+    sim.invoke("Svc", "workflow", {"sleep": 10})
+    sim.run()
+    path = sim.history.save(tmp_path / "h.jsonl")
+    loaded = History.load(path)
+    assert loaded.to_jsonl() == sim.history.to_jsonl()
+    assert [r.kind for r in loaded] == [r.kind for r in sim.history]
