@@ -14,6 +14,7 @@ import pytest
 import refimpl_world
 from refimpl_world import AppBuilder, RefWorld
 
+from harness.checkers import ALL, CheckConfig, run_checkers
 from harness.history import Record
 from harness.sim import Simulator
 from harness.sim.engine import FaultAction
@@ -31,22 +32,27 @@ _RECORD_FIELDS = ("session", "turn", "tool_call", "epoch", "key", "invocation", 
 
 # --------------------------------------------------------------------------- driving
 
-_STARTED: list[Simulator] = []
+_STARTED: list[tuple[Simulator, AppBuilder]] = []
 
 
 def start(build: AppBuilder, **options: Any) -> tuple[Simulator, RefWorld]:
     sim, world = refimpl_world.start(build, **options)
-    _STARTED.append(sim)
+    _STARTED.append((sim, build))
     return sim, world
 
 
 @pytest.fixture(autouse=True)
-def _every_event_speaks_the_vocabulary() -> Any:
+def _every_story_is_checked() -> Any:
     """After each story: every observation the runtime emitted is a kind of `EVENTS` and
-    carries the fields that kind promises (what the checkers read)."""
+    carries the fields that kind promises, and no checker of the harness finds a violation
+    in a run of the reference implementation (a checker that crashes says unknown, which
+    is the checker's business, not the runtime's)."""
     _STARTED.clear()
     yield
-    for sim in _STARTED:
+    for sim, build in _STARTED:
+        if build is build_app:
+            for result in run_checkers(ALL, sim.history, CheckConfig()):
+                assert result.valid is not False, f"{result.checker}: {result.witness()}"
         for record in sim.history:
             if "event_id" not in record.data:
                 continue  # the world's and the simulator's records
@@ -263,6 +269,10 @@ def test_naive_variant_pins_its_first_deployment_for_three_days() -> None:
     assert ev(sim, "tool.handoff") == [] and ev(sim, "tool.rerun") == []
     assert one(sim, "tool.result", tool_call=tc).deployment == "dep1"
     assert [r.key for r in world.deliveries("email")] == [f"email:{tc}"]
+    # What the harness reports on this design.
+    verdicts = {r.checker: r.valid for r in run_checkers(ALL, sim.history, CheckConfig())}
+    assert verdicts["pinning-bound"] is False
+    assert verdicts["no-duplicate-effects"] is True
 
 
 def test_never_answered_expires_at_max_wait() -> None:
@@ -637,3 +647,54 @@ def test_owner_stalled_in_its_transaction_loses_the_row_and_its_commit() -> None
     assert (rejected.epoch, rejected.data["reason"]) == (1, "TransactionAborted")
     assert {e.epoch for e in world.store._threads["s1"].entries} == {2}
     assert one(sim, "turn.ended", turn="s1.turn1").data["reason"] == "completed"
+
+
+def test_background_result_waits_its_turn_behind_a_waiting_turn() -> None:
+    sim, world = start(build_app)
+    second = {"tool": "send_email", "args": {"to": "carol@example.com"}}
+    say(sim, "s1", "m1", [EMAIL, second])
+    sim.run(until=10)
+    t1, t2 = "s1.turn1.t1", "s1.turn1.t2"
+    background(sim, "s1", t1, at=card_shown_at(sim, t1) + MIN)
+    answer(sim, t1, at=20 * MIN)  # the background call's result arrives while t2 waits
+    answer(sim, t2, at=40 * MIN)
+    sim.run()
+
+    one(sim, "turn.waiting", tool_call=t2)
+    queued = one(sim, "message.queued", message=f"result:{t1}:answered")
+    assert queued.time == pytest.approx(20 * MIN, abs=5)
+    ended = one(sim, "turn.ended", turn="s1.turn1")
+    started = one(sim, "turn.started", turn="s1.turn2")
+    assert ended.data["reason"] == "completed" and ended.time >= 40 * MIN
+    assert started.data["message"] == f"result:{t1}:answered"
+    assert started.index > ended.index
+    assert sorted(r.key or "" for r in world.deliveries("email")) == \
+        [f"email:{t1}", f"email:{t2}"]
+    assert_one_turn_at_a_time(sim, "s1")
+    assert idle(sim, "s1")
+
+
+def test_background_result_landing_during_an_active_turn_moves_the_thread_safely() -> None:
+    """The re-run of a background call writes its intent and result to the session's log
+    while a turn of the session is running: the thread moves to the re-run's host, the
+    turn's next append is fenced, and its retry takes the thread back and goes on."""
+    sim, world = start(build_app)
+    say(sim, "s1", "m1", [EMAIL, "lookup", "lookup"])
+    sim.run(until=2.5)
+    t1 = "s1.turn1.t1"
+    shown = card_shown_at(sim, t1)
+    background(sim, "s1", t1, at=shown + 0.75)
+    answer(sim, t1, at=shown + 1.5)  # during the turn's next model call
+    sim.run()
+
+    rejected = one(sim, "threadlog.rejected", session="s1")
+    assert rejected.data["reason"] == "StaleEpoch"
+    assert one(sim, "turn.ended", turn="s1.turn1").data["reason"] == "completed"
+    assert one(sim, "turn.started", turn="s1.turn2").data["message"] == f"result:{t1}:answered"
+    # A retried model step reused its key: every completion was billed once.
+    keys = [r.key for r in world.deliveries("model")]
+    assert len(keys) == len(set(keys))
+    assert [r.key for r in world.deliveries("email")] == [f"email:{t1}"]
+    entries = world.store._threads["s1"].entries
+    assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
+    assert idle(sim, "s1")
