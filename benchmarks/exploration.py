@@ -1,0 +1,144 @@
+"""Exploration speed: generated schedules per second on one core, and simulated seconds per
+wall second, at the fixed size Size(sessions=3, turns=10, faults=5).
+
+Two measurements, both on the reference adapter (simulator + every checker):
+
+(a) ``run_schedule``: schedules generated beforehand (not timed), then run one by one;
+(b) ``explore``: the whole Hypothesis loop, generation included (what ``durable-chaos run``
+    does for its generated part).
+
+Both run inside one ``wall_clock_follows`` scope, as ``run_suite`` does (starting freezegun
+costs more than a schedule, so the suite starts it once).
+
+    python benchmarks/exploration.py [--schedules 200] [--repeats 5] [--json]
+    python -m cProfile -s cumtime benchmarks/exploration.py --schedules 300 --repeats 1
+
+Wall time comes from ``harness.runner.wall`` (the real perf_counter, out of freezegun's
+reach). Timing lives here, never in tests (the machines are shared and noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any
+
+from harness.adapters import load_adapter
+from harness.clock import VirtualClock, wall_clock_follows
+from harness.runner import RunOptions, explore, run_schedule, wall
+from harness.schedules.generate import Size, schedules
+from harness.schedules.model import Schedule
+
+SIZE = Size(sessions=3, turns=10, faults=5)
+
+
+def generate(count: int, seed: int = 1) -> list[Schedule]:
+    """``count`` schedules from the same strategy ``explore`` uses (deterministic for a seed)."""
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import seed as hyp_seed
+
+    out: list[Schedule] = []
+
+    @settings(max_examples=count, database=None, deadline=None, phases=(Phase.generate,),
+              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
+    @hyp_seed(seed)
+    @given(schedules(SIZE))
+    def collect(schedule: Schedule) -> None:
+        out.append(schedule)
+
+    collect()
+    return out
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    s = sorted(values)
+    return {"median": statistics.median(s), "min": s[0], "max": s[-1], "n": len(s)}
+
+
+def run_pregenerated(batch: list[Schedule]) -> tuple[float, float, int, float]:
+    """(schedules/s, simulated s per wall s, failing runs, schedules per CPU second) for one
+    pass over ``batch``."""
+    adapter = load_adapter("reference")
+    options = RunOptions(report_dir=None, save_history=False)
+    virtual = 0.0
+    failed = 0
+    start, cpu = wall(), time.process_time()
+    for schedule in batch:
+        outcome = run_schedule(adapter, schedule, options)
+        virtual += outcome.virtual_time
+        failed += outcome.failed
+    elapsed, cpu = wall() - start, time.process_time() - cpu
+    return len(batch) / elapsed, virtual / elapsed, failed, len(batch) / cpu
+
+
+def run_explore(count: int, seed: int) -> tuple[float, float, int]:
+    """(schedules/s, simulated s per wall s, examples) of one ``explore`` call."""
+    adapter = load_adapter("reference")
+    options = RunOptions(report_dir=None, save_history=False)
+    start = wall()
+    # No invariant is named "(none)": a failing schedule is counted, not shrunk, so the rate
+    # is that of exploring (shrinking is timed by benchmarks/bug_finding.py).
+    found = explore(adapter, count, seed, options, size=SIZE, invariant="(none)")
+    elapsed = wall() - start
+    virtual = sum(r.virtual_time for r in found.runs)
+    return found.examples / elapsed, virtual / elapsed, found.examples
+
+
+def measure(schedules_per_run: int = 200, repeats: int = 5) -> dict[str, Any]:
+    batch = generate(schedules_per_run)
+    pre_rates: list[float] = []
+    pre_sim: list[float] = []
+    pre_cpu: list[float] = []
+    exp_rates: list[float] = []
+    exp_sim: list[float] = []
+    failed = 0
+    examples = 0
+    with wall_clock_follows(VirtualClock()):
+        run_pregenerated(batch[:20])  # warm-up: imports, caches
+        for _ in range(repeats):
+            rate, sim_rate, failed, cpu_rate = run_pregenerated(batch)
+            pre_rates.append(rate)
+            pre_cpu.append(cpu_rate)
+            pre_sim.append(sim_rate)
+        for i in range(repeats):
+            rate, sim_rate, examples = run_explore(schedules_per_run, seed=100 + i)
+            exp_rates.append(rate)
+            exp_sim.append(sim_rate)
+    steps = [len(s.steps) for s in batch]
+    return {
+        "size": {"sessions": SIZE.sessions, "turns": SIZE.turns, "faults": SIZE.faults},
+        "schedules_per_run": len(batch),
+        "mean_steps": statistics.mean(steps),
+        "failing_runs": failed,
+        "explore_examples": examples,
+        "run_schedule_per_s": summary(pre_rates),
+        "run_schedule_per_cpu_s": summary(pre_cpu),
+        "run_schedule_sim_s_per_wall_s": summary(pre_sim),
+        "explore_per_s": summary(exp_rates),
+        "explore_sim_s_per_wall_s": summary(exp_sim),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--schedules", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    out = measure(args.schedules, args.repeats)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    for name in ("run_schedule_per_s", "run_schedule_per_cpu_s", "explore_per_s", "run_schedule_sim_s_per_wall_s",
+                 "explore_sim_s_per_wall_s"):
+        s = out[name]
+        print(f"{name}: median {s['median']:,.1f} (min {s['min']:,.1f}, max {s['max']:,.1f},"
+              f" n={s['n']})")
+    print(f"{out['schedules_per_run']} schedules per run, mean {out['mean_steps']:.1f} steps, "
+          f"{out['failing_runs']} failing")
+
+
+if __name__ == "__main__":
+    main()
