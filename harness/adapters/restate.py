@@ -25,7 +25,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from harness.adapters.base import RunContext
 from harness.checkers.base import CheckConfig
@@ -98,6 +98,7 @@ class RestateRuntime:
         self._armed: dict[str, list[str]] = {}
         self._arm_durations: dict[str, list[float]] = {}
         self._closed = False
+        self._invocations: dict[str, str] = {}
         self.pg = PostgresServer()
         self.toxiproxy = ToxiproxyServer()
         ingress = self.restate_ingress_url or os.environ.get(INGRESS_ENV)
@@ -230,6 +231,7 @@ class RestateRuntime:
                 if dep.worker.alive:
                     dep.worker.resume()
                     self.history.add("host.resumed", host=dep.host, deployment=dep.id)
+        self._observe_invocations()
         if not any(d.superseded and not d.drained for d in self._deployments):
             return
         counts = {c.deployment_id: c.invocations for c in self.restate.admin.pinned_counts()}
@@ -244,9 +246,33 @@ class RestateRuntime:
                                        "version": dep.version})
             if count == 0 and not any(d is dep for _, d in self._resume_at):
                 dep.drained = True
-                dep.worker.stop()
                 self.history.add("deployment.drained", deployment=dep.id,
                                  data={"version": dep.version, "source": "sys_invocation"})
+                dep.worker.stop()
+
+    def _observe_invocations(self) -> None:
+        """Invocation lifecycle as Restate's `sys_invocation` shows it (source of truth for
+        pinning): started (pinned to a deployment), suspended, resumed, completed."""
+        rows = self.restate.admin.query(
+            "SELECT id, target, status, pinned_deployment_id FROM sys_invocation "
+            "WHERE status <> 'completed' AND pinned_deployment_id IS NOT NULL")
+        current = {str(r["id"]): r for r in rows}
+        for inv_id, row in current.items():
+            status = str(row.get("status"))
+            dep = str(row["pinned_deployment_id"])
+            seen = self._invocations.get(inv_id)
+            if seen is None:
+                self.history.add("invocation.started", invocation=inv_id, deployment=dep,
+                                 data={"target": row.get("target"), "source": "sys_invocation"})
+                seen = self._invocations[inv_id] = "running"
+            if status == "suspended" and seen != "suspended":
+                self.history.add("invocation.suspended", invocation=inv_id, deployment=dep)
+            elif status != "suspended" and seen == "suspended":
+                self.history.add("invocation.resumed", invocation=inv_id, deployment=dep)
+            self._invocations[inv_id] = "suspended" if status == "suspended" else "running"
+        for inv_id in [i for i in self._invocations if i not in current]:
+            del self._invocations[inv_id]
+            self.history.add("invocation.completed", invocation=inv_id)
 
     def _deployment_of(self, host: str) -> str | None:
         for dep in self._deployments:
