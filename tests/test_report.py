@@ -534,6 +534,8 @@ def test_a_shrunk_schedule_goes_with_the_generated_run_it_came_from(tmp_path: Pa
     text = text_of(second)
     assert "Minimal schedule (shrunk)" in text and shrunk.replay_command in text
     assert "This run kept no history" in text and "shrunk-generated-0" in text
+    # The original schedule stays available (folded), next to its replay command.
+    assert '<details class="orig"><summary>Schedule of the original run (1 step)' in second
     assert history[violation.records[0]].describe() in text  # the shrunk run's records
     assert '<svg class="tl"' in second and "Timeline of shrunk-generated-0" in second
     # The index of violations links both.

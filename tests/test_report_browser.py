@@ -130,7 +130,9 @@ def test_naive_report_loads_cleanly_shows_the_violation_and_screenshots(tmp_path
     assert found["failBackground"] == "rgb(255, 235, 233)"  # the stylesheet applied
     assert found["timelineWidth"] > 900 and found["timelineHeight"] > 300
     assert found["charts"] == 2  # naive and reference on one chart
-    assert found["copyButtons"] == found["codeBlocks"] == 3  # the page's own script ran
+    # replay, minimal schedule, original replay, original schedule (folded): all copyable,
+    # which proves the page's own script ran under its policy.
+    assert found["copyButtons"] == found["codeBlocks"] == 4
     assert found["images"] == 0
 
 
