@@ -121,6 +121,8 @@ class Simulator:
         self.clock = clock or VirtualClock()
         self.history = history if history is not None else History()
         self.history.bind_clock(self.clock.now)
+        # The hot path records straight into the history (same arguments as `_record`).
+        self._add: Callable[..., Record] = self.history.add
         self.random = random.Random(seed)
         self.abort_timeout = abort_timeout
         self.retry_base = retry_base
@@ -159,14 +161,14 @@ class Simulator:
             self.hosts[host.id] = host
         previous = self.deployments[-1] if self.deployments else None
         self.deployments.append(dep)
-        self._record(
+        self._add(
             "deployment.registered",
             deployment=dep.id,
             data={"version": app.version, "hosts": [h.id for h in dep.hosts]},
         )
         if previous is not None:
             previous.superseded_at = now
-            self._record(
+            self._add(
                 "deployment.superseded",
                 deployment=previous.id,
                 data={"by": dep.id, "pinned": previous.pinned},
@@ -201,12 +203,12 @@ class Simulator:
 
     def resolve_awakeable(self, awakeable_id: str, value: Any) -> None:
         self._awakeable(awakeable_id)  # unknown id: raise before recording
-        self._record("awakeable.resolved", data={"id": awakeable_id})
+        self._add("awakeable.resolved", data={"id": awakeable_id})
         self._complete(self._awakeable(awakeable_id), value, None)
 
     def reject_awakeable(self, awakeable_id: str, reason: str) -> None:
         self._awakeable(awakeable_id)
-        self._record("awakeable.rejected", data={"id": awakeable_id, "reason": reason})
+        self._add("awakeable.rejected", data={"id": awakeable_id, "reason": reason})
         self._complete(self._awakeable(awakeable_id), None, reason)
 
     def _awakeable(self, awakeable_id: str) -> Entry:
@@ -227,7 +229,7 @@ class Simulator:
         if host.crashed or host.paused:
             return
         host.paused = True
-        self._record("host.paused", host=host.id, deployment=host.deployment.id,
+        self._add("host.paused", host=host.id, deployment=host.deployment.id,
                      data={"duration": duration} if duration is not None else None)
         if duration is not None:
             self.clock.call_later(duration, lambda: self.resume_host(host.id))
@@ -237,7 +239,7 @@ class Simulator:
         if not host.paused:
             return
         host.paused = False
-        self._record("host.resumed", host=host.id, deployment=host.deployment.id)
+        self._add("host.resumed", host=host.id, deployment=host.deployment.id)
         parked, host.parked = host.parked, []
         self._ready.extend(parked)
         self._drain_waiting(host.deployment)
@@ -250,7 +252,7 @@ class Simulator:
         host.crashed = True
         host.paused = False
         host.parked = []
-        self._record("host.crashed", host=host.id, deployment=host.deployment.id)
+        self._add("host.crashed", host=host.id, deployment=host.deployment.id)
         victims = [inv for inv in self.invocations.values()
                    if inv.attempt is not None and inv.attempt.host is host]
         for att in list(self._attempts_on(host)):
@@ -265,7 +267,7 @@ class Simulator:
         if not host.crashed:
             return
         host.crashed = False
-        self._record("host.restarted", host=host.id, deployment=host.deployment.id)
+        self._add("host.restarted", host=host.id, deployment=host.deployment.id)
         self._drain_waiting(host.deployment)
 
     def repin(self, invocation_id: str, dep_id: str) -> None:
@@ -284,7 +286,7 @@ class Simulator:
             self._check_drained(inv.deployment)
         inv.deployment = dep
         dep.pinned += 1
-        self._record("invocation.repinned", invocation=inv.id, deployment=dep.id)
+        self._add("invocation.repinned", invocation=inv.id, deployment=dep.id)
         self._new_attempt(inv)
 
     # ------------------------------------------------------------------ running
@@ -402,7 +404,7 @@ class Simulator:
         service = self.latest.app.service(inv.service)
         handler = service.handler(inv.handler)
         inv.exclusive = service.kind == "object" and handler.kind == "exclusive"
-        self._record(
+        self._add(
             "invocation.created",
             invocation=inv.id,
             data={"target": inv.target, "key": inv.key,
@@ -428,7 +430,7 @@ class Simulator:
         inv.deployment = dep
         dep.pinned += 1
         inv.started_at = self.clock.now()
-        self._record("invocation.started", invocation=inv.id, deployment=dep.id,
+        self._add("invocation.started", invocation=inv.id, deployment=dep.id,
                      data={"target": inv.target, "key": inv.key})
         self._new_attempt(inv)
 
@@ -456,7 +458,7 @@ class Simulator:
         inv.attempt = att
         handler = dep.app.service(inv.service).handler(inv.handler)
         att.coro = handler.fn(SimContext(self, att), inv.arg)  # type: ignore[assignment]
-        self._record(
+        self._add(
             "attempt.started",
             invocation=inv.id,
             deployment=dep.id,
@@ -464,7 +466,7 @@ class Simulator:
             data={"attempt": att.number, "replay": len(inv.journal)},
         )
         if inv.status == "suspended":
-            self._record("invocation.resumed", invocation=inv.id, deployment=dep.id,
+            self._add("invocation.resumed", invocation=inv.id, deployment=dep.id,
                          host=host.id)
             inv.suspended_since = None
         inv.status = "running"
@@ -518,7 +520,7 @@ class Simulator:
             if inv.attempt is att and inv.status == "running":
                 inv.status = "suspended"
                 inv.suspended_since = self.clock.now()
-                self._record("invocation.suspended", invocation=inv.id,
+                self._add("invocation.suspended", invocation=inv.id,
                              deployment=att.host.deployment.id, host=att.host.id,
                              data={"on": waited.kind})
         elif type(waited) is _IoWait:
@@ -545,7 +547,7 @@ class Simulator:
         if inv.attempt is att and inv.status == "suspended":
             inv.status = "running"
             inv.suspended_since = None
-            self._record("invocation.resumed", invocation=inv.id,
+            self._add("invocation.resumed", invocation=inv.id,
                          deployment=att.host.deployment.id, host=att.host.id)
         self._ready.append((att, None, None))
 
@@ -560,7 +562,7 @@ class Simulator:
         inv = att.invocation
         if inv.attempt is not att or not att.host.paused:
             return
-        self._record("attempt.abandoned", invocation=inv.id, host=att.host.id,
+        self._add("attempt.abandoned", invocation=inv.id, host=att.host.id,
                      deployment=att.host.deployment.id,
                      data={"attempt": att.number, "after": self.abort_timeout})
         inv.attempt = None
@@ -580,7 +582,7 @@ class Simulator:
 
     def _fenced(self, att: Attempt) -> None:
         inv = att.invocation
-        self._record("attempt.fenced", invocation=inv.id, host=att.host.id,
+        self._add("attempt.fenced", invocation=inv.id, host=att.host.id,
                      deployment=att.host.deployment.id, data={"attempt": att.number})
         self._close(att)
 
@@ -588,7 +590,7 @@ class Simulator:
         inv = att.invocation
         self._close(att)
         stale = inv.attempt is not att
-        self._record("attempt.failed", invocation=inv.id, host=att.host.id,
+        self._add("attempt.failed", invocation=inv.id, host=att.host.id,
                      deployment=att.host.deployment.id,
                      data={"attempt": att.number, "error": f"{type(err).__name__}: {err}",
                            "stale": stale})
@@ -597,7 +599,7 @@ class Simulator:
         inv.attempt = None
         if inv.attempts >= self.max_attempts:
             inv.status = "paused"
-            self._record("invocation.paused", invocation=inv.id,
+            self._add("invocation.paused", invocation=inv.id,
                          deployment=inv.deployment.id if inv.deployment else None,
                          data={"reason": "max attempts"})
             return
@@ -615,12 +617,12 @@ class Simulator:
     def _mismatch(self, att: Attempt, err: JournalMismatch) -> None:
         inv = att.invocation
         self._close(att)
-        self._record("journal.mismatch", invocation=inv.id, host=att.host.id,
+        self._add("journal.mismatch", invocation=inv.id, host=att.host.id,
                      deployment=att.host.deployment.id, data={"detail": str(err)})
         if inv.attempt is att:
             inv.attempt = None
             inv.status = "paused"
-            self._record("invocation.paused", invocation=inv.id,
+            self._add("invocation.paused", invocation=inv.id,
                          deployment=att.host.deployment.id, data={"reason": "journal mismatch"})
 
     def _finish(self, att: Attempt, value: Any, error: str | None) -> None:
@@ -636,7 +638,7 @@ class Simulator:
         dep = inv.deployment
         assert dep is not None
         dep.pinned -= 1
-        self._record("invocation.completed", "ok" if error is None else "fail",
+        self._add("invocation.completed", "ok" if error is None else "fail",
                      invocation=inv.id, deployment=dep.id, host=att.host.id,
                      data={"target": inv.target, "error": error} if error else
                      {"target": inv.target})
@@ -654,7 +656,7 @@ class Simulator:
     def _check_drained(self, dep: Deployment) -> None:
         if dep.superseded_at is not None and dep.pinned == 0 and dep.drained_at is None:
             dep.drained_at = self.clock.now()
-            self._record("deployment.drained", deployment=dep.id,
+            self._add("deployment.drained", deployment=dep.id,
                          data={"superseded_at": dep.superseded_at,
                                "after": dep.drained_at - dep.superseded_at})
 
@@ -671,7 +673,7 @@ class Simulator:
         host = att.host
         handler = self.on_fault_point
         action = handler(name, host) if handler is not None else None
-        self._record("faultpoint.reached", host=host.id, deployment=host.deployment.id,
+        self._add("faultpoint.reached", host=host.id, deployment=host.deployment.id,
                      invocation=att.invocation.id,
                      data={"point": name, "action": action[0] if action else None})
         return _HostAction(action, name) if action is not None else None
@@ -703,7 +705,7 @@ class Simulator:
         inv.journal.append(entry)
         att.cursor = len(inv.journal)
         if self.record_journal:
-            self._record("journal.entry", invocation=inv.id, host=att.host.id,
+            self._add("journal.entry", invocation=inv.id, host=att.host.id,
                          data={"index": att.cursor - 1, "entry": entry.kind,
                                "name": entry.name})
         return entry
@@ -773,7 +775,7 @@ class SimContext:
             inv_id = att.invocation.id
 
             def fire(entry: Entry = entry) -> None:
-                sim._record("timer.fired", invocation=inv_id, data={"at": wake})
+                sim._add("timer.fired", invocation=inv_id, data={"at": wake})
                 sim._complete(entry, None, None)
 
             sim.clock.call_at(wake, fire)
@@ -827,7 +829,7 @@ class SimContext:
         sim._append(att, Entry("send", name, done=True))
         child = sim._new_invocation(target.service, target.handler, key, arg, None)
         delay = _seconds(send_delay) if send_delay is not None else 0.0
-        sim._record("send", invocation=att.invocation.id, host=att.host.id,
+        sim._add("send", invocation=att.invocation.id, host=att.host.id,
                     data={"target": name, "child": child.id, "delay": delay})
         if delay > 0:
             sim.clock.call_later(delay, lambda: sim._enqueue(child))
