@@ -37,7 +37,9 @@ __all__ = [
     "PENDING_EXPIRE",
     "PENDING_REGISTER",
     "PENDING_START_TOOL_WAIT",
+    "Effected",
     "Event",
+    "Guard",
     "SessionLog",
     "charge_key",
     "effect_key",
@@ -98,15 +100,37 @@ def effect_key(effect: str | None, tool_call: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Effected:
+    """What `run_effect` did: the world's response, or nothing because it held."""
+
+    held: bool
+    response: JSON = None
+
+
+Guard = Callable[[], Awaitable[bool]]
+
+
 async def run_effect(
     ctx: Context, ports: Ports, *, tool_call: str, tool: str, effect: str | None,
-    args: Mapping[str, Any], user: str, run: int,
-) -> JSON:
-    """Perform a tool's effect once per key, each as a journaled step.
+    args: Mapping[str, Any], user: str, run: int, guard: Guard | None = None,
+) -> Effected:
+    """Perform a tool's effect with its idempotency key, as a journaled step.
 
     `run` numbers the executions of one tool call (a confirmed re-execution after a hold is
     run 2): it only names journal steps; the idempotency key is the same for every run.
+
+    `guard` runs first *inside* the effect's step, so it runs exactly when the effect would
+    (never when a replay feeds back the journaled response): if it says so, the step ends
+    held without touching the world. A separate journaled check before the step would be
+    skipped on replay, and the effect would run again unguarded.
     """
+
+    async def guarded(act: Callable[[], Awaitable[JSON]]) -> JSON:
+        if guard is not None and await guard():
+            return {"held": True}
+        return {"held": False, "response": await act()}
+
     if effect == "email":
         # Store the message id before sending: the send and every retry carry this id, and
         # the outbox drops a second message with an id it already delivered.
@@ -125,8 +149,8 @@ async def run_effect(
             await faultpoints.reach("effect.email.after_send")
             return response
 
-        return await run_step(ctx, f"email.send:{tool_call}#{run}", send)
-    if effect == "charge":
+        done = await run_step(ctx, f"email.send:{tool_call}#{run}", lambda: guarded(send))
+    elif effect == "charge":
         key = charge_key(tool_call)
 
         async def charge() -> JSON:
@@ -136,9 +160,11 @@ async def run_effect(
             await faultpoints.reach("effect.charge.after_charge")
             return response
 
-        return await run_step(ctx, f"charge:{tool_call}#{run}", charge)
-    # A pure tool: nothing leaves the invocation, its result is the echo of the call.
-    return {"ok": True, "tool": tool, "args": dict(args)}
+        done = await run_step(ctx, f"charge:{tool_call}#{run}", lambda: guarded(charge))
+    else:
+        # A pure tool: nothing leaves the invocation, its result is the echo of the call.
+        return Effected(False, {"ok": True, "tool": tool, "args": dict(args)})
+    return Effected(bool(done["held"]), done.get("response"))
 
 
 # --------------------------------------------------------------------------- observations

@@ -188,8 +188,17 @@ def unresolved_intents(entries: list[LogEntry], tool_call: str) -> list[LogEntry
 async def run_tool(
     ctx: Context, ports: Ports, log: SessionLog, call: ToolCall, spec: ToolSpec, run: int
 ) -> ToolRun:
-    """Run the tool's effect, intent first; held if an earlier intent has no known result."""
+    """Run the tool's effect, intent first; held if an intent has no known result.
+
+    Two places can find an intent of unknown outcome, both inside the step that would act:
+    the intent step (executing again: an earlier attempt wrote the intent and stopped before
+    the journal knew it), and the effect step (executing again: an earlier attempt wrote the
+    intent, maybe sent the request, and stopped before the journal knew the response). The
+    journal cannot tell a crash before the send from one after it, and a provider error
+    proves neither, so both hold; the confirmation re-runs with the same idempotency key.
+    """
     tc = call.tool_call
+    guard = None
     if spec.effect is not None:
         key = effect_key(spec.effect, tc)
         own = intent_id(tc, run)
@@ -216,11 +225,19 @@ async def run_tool(
         held: bool = await run_step(ctx, f"tool.intent:{tc}#{run}", intent)
         if held:
             return ToolRun(held=True)
-    result = await run_effect(
+
+        async def earlier_attempt_left_it() -> bool:
+            # Our intent, still unresolved, written at another epoch: this attempt is not the
+            # one that wrote it, so the effect step is running again after that one stopped.
+            return any(e.payload.get("id") == own and e.epoch != log.epoch
+                       for e in unresolved_intents(await log.entries(), tc))
+
+        guard = earlier_attempt_left_it
+    done = await run_effect(
         ctx, ports, tool_call=tc, tool=call.tool, effect=spec.effect, args=call.args,
-        user=call.user, run=run,
+        user=call.user, run=run, guard=guard,
     )
-    return ToolRun(held=False, result=result)
+    return ToolRun(held=done.held, result=done.response)
 
 
 async def record_result(

@@ -444,18 +444,27 @@ def test_paused_owner_cannot_append_after_the_thread_moved() -> None:
 
 
 def test_crash_after_email_sent_before_journal_delivers_once() -> None:
+    """The replay cannot tell "crashed after the send" from "crashed before it": the turn is
+    held, the person confirms, and the confirmed send carries the same message id."""
     sim, world = start(build_app)
     sim.on_fault_point = once_at("effect.email.after_send", ("crash", None))
     say(sim, "s1", "m1", [{"tool": "notify", "args": {"to": "bob"}}])
-    sim.run()
+    sim.run(until=60)
     tc, key = "s1.turn1.t1", "email:s1.turn1.t1"
 
-    assert one(sim, "host.crashed").host == "dep1.h1"
-    assert len(ev(sim, "effect.attempted", key=key)) == 2  # the retry carried the same id
+    crashed = one(sim, "host.crashed")
+    held = one(sim, "turn.held", tool_call=tc)
+    assert held.time > crashed.time
+    assert one(sim, "tool.awaiting", tool_call=tc).data["mode"] == "confirm"
+    answer(sim, tc, at=120)  # the person confirms
+    sim.run()
+
+    assert len(ev(sim, "effect.attempted", key=key)) == 2  # the confirmation reused the id
     assert len(ev(sim, "effect.deduplicated", key=key)) == 1
     assert [r.key for r in world.deliveries("email")] == [key]
-    assert one(sim, "tool.result", tool_call=tc).data["outcome"] == "completed"
-    assert ev(sim, "turn.held") == []  # the journal knew the intent: a keyed retry, no hold
+    intents = ev(sim, "tool.intent", tool_call=tc)
+    assert [(r.data["run"], r.key) for r in intents] == [(1, key), (2, key)]
+    assert one(sim, "tool.result", tool_call=tc, outcome="answered").time >= 120
     assert one(sim, "turn.ended", turn="s1.turn1").data["reason"] == "completed"
 
 
@@ -613,17 +622,26 @@ def test_answer_and_new_message_at_once_the_effect_becomes_a_message() -> None:
 
 
 def test_crash_after_charge_before_journal_charges_once() -> None:
+    """The same after the hand-off: PendingToolCall's re-run crashes after the charge; its
+    replay holds, and the person's confirmation charges with the same key (a no-op)."""
     sim, world = start(build_app)
     sim.on_fault_point = once_at("effect.charge.after_charge", ("crash", None))
     say(sim, "s1", "m1", [{"tool": "charge_card", "args": {"amount": 42}}])
     answer(sim, "s1.turn1.t1", at=1 * HOUR)  # after the hand-off: PendingToolCall runs it
+    answer(sim, "s1.turn1.t1", at=2 * HOUR)  # confirms the held charge
     sim.run()
-    key = "charge:s1.turn1.t1"
+    tc, key = "s1.turn1.t1", "charge:s1.turn1.t1"
+    assert one(sim, "host.crashed").time == pytest.approx(1 * HOUR, abs=1)
+    assert one(sim, "turn.held", tool_call=tc).time < 2 * HOUR
     assert [r.key for r in world.deliveries("charge")] == [key]
     assert len(ev(sim, "effect.attempted", key=key)) == 2
-    assert one(sim, "host.crashed").time == pytest.approx(1 * HOUR, abs=1)
-    assert one(sim, "tool.result", tool_call="s1.turn1.t1").data["outcome"] == "answered"
+    assert [r.data["access"] for r in ev(sim, "tool.rerun", tool_call=tc)] == \
+        ["granted", "granted"]
+    result = one(sim, "tool.result", tool_call=tc, outcome="answered")
+    assert result.time == pytest.approx(2 * HOUR, abs=5)
+    assert one(sim, "turn.resumed", turn="s1.turn1").data["outcome"] == "answered"
     assert one(sim, "turn.ended", turn="s1.turn1").data["reason"] == "completed"
+    assert idle(sim, "s1")
 
 
 def test_crash_after_model_call_bills_once() -> None:
