@@ -325,6 +325,20 @@ def test_busy_queued_messages_out_of_order_is_a_violation() -> None:
     assert "message m3 started turn T3" in witness and "before message m2" in witness
 
 
+def test_busy_new_message_queued_behind_a_waiting_turn_is_a_violation() -> None:
+    h = History()
+    ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
+    waiting = ob(h, "turn.waiting", 300, "e2", session="s1", turn="T1", tool_call="tc1")
+    ob(h, "message.queued", 400, "e3", {"message": "result:tc0"}, session="s1")  # fine
+    ev(h, "op.message", 500, {"message_id": "m2"}, type="invoke", session="s1")
+    queued = ob(h, "message.queued", 500, "e4", {"message": "m2"}, session="s1")
+    result = BusyRule().check(h, CONFIG)
+    witness = failing(result)
+    assert "the new message m2 was queued at t=8.3m behind turn T1" in witness
+    assert len(result.violations) == 1
+    assert result.violations[0].records == (waiting.index, queued.index)
+
+
 def test_busy_repeated_observations_are_not_new_turns() -> None:
     h = History()
     ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
@@ -899,6 +913,28 @@ def test_liveness_waiting_in_call_on_a_person_is_not_busy() -> None:
     result = Liveness().check(h, CONFIG)
     passing(result)
     assert result.reached
+
+
+def test_liveness_result_queued_behind_a_turn_waiting_on_a_person_is_fine() -> None:
+    h = History()
+    ob(h, "turn.started", 0, "e1", session="s1", turn="T2")
+    ob(h, "turn.waiting", 300, "e2", session="s1", turn="T2", tool_call="tc2")
+    # A background result of an earlier turn waits its turn in the FIFO meanwhile.
+    ob(h, "message.queued", 400, "e3", {"message": "result:tc1"}, session="s1")
+    ob(h, "turn.resumed", 3 * DAY, "e4", {"outcome": "answered"}, session="s1", turn="T2",
+       tool_call="tc2")
+    ob(h, "turn.ended", 3 * DAY + 5, "e5", {"reason": "completed"}, session="s1", turn="T2")
+    ob(h, "turn.started", 3 * DAY + 5, "e6", {"message": "result:tc1"}, session="s1",
+       turn="T3")
+    ob(h, "turn.ended", 3 * DAY + 9, "e7", {"reason": "completed"}, session="s1", turn="T3")
+    ev(h, "run.end", 4 * DAY)
+    passing(Liveness().check(h, CONFIG))
+    # With no turn in progress, a queued message is stuck.
+    h2 = History()
+    ob(h2, "message.queued", 400, "e3", {"message": "m9"}, session="s1")
+    ev(h2, "run.end", 4 * DAY)
+    witness = failing(Liveness().check(h2, CONFIG))
+    assert "message m9 queued since t=6.7m without its turn" in witness
 
 
 def test_liveness_not_reached_when_the_run_ends_before_the_bound() -> None:

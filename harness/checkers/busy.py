@@ -7,6 +7,8 @@ for a waiting turn must end it (`turn.ended`, like a steer) before the next turn
 
 Messages that found the session busy (`message.queued`) start their turns in the order they
 were queued (FIFO). A message that started a turn without being queued is not in the FIFO.
+A person's new message (an `op.message`) is never queued behind a turn that waits on a person
+as state: it ends that turn instead (background results do wait their turn in the FIFO).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from harness.history import History, Record
 
 _KINDS = frozenset(
     {"turn.started", "turn.ended", "turn.waiting", "turn.resumed", "message.queued",
-     "message.received"}
+     "message.received", "op.message"}
 )
 
 
@@ -53,9 +55,15 @@ class BusyRule:
         contended = False
         turns = queued = 0
         max_queue = 0
+        from_person: set[str] = set()
         for r in history.records:
             kind = r.kind
             if kind not in _KINDS or not dedup.fresh(r):
+                continue
+            if kind == "op.message":
+                message_id = r.data.get("message_id")
+                if message_id is not None:
+                    from_person.add(str(message_id))
                 continue
             sid = attr(r, "session")
             if sid is None:
@@ -113,6 +121,15 @@ class BusyRule:
                 s.queued.add(message)
                 s.fifo.append((message, r))
                 max_queue = max(max_queue, len(s.queued))
+                if message in from_person and s.turns and len(s.waiting) == len(s.turns):
+                    waiting_turn, wait = next(iter(s.waiting.items()))
+                    violations.append(Violation(
+                        f"session {sid}: the new message {message} was queued at "
+                        f"{at(r.time)} behind turn {waiting_turn}, which waits on tool call "
+                        f"{attr(wait, 'tool_call')} as state since {at(wait.time)}, instead "
+                        f"of ending it like a steer: {wait.describe()}; {r.describe()}",
+                        cite((wait, r)),
+                    ))
             elif kind == "message.received" and s.turns:
                 contended = True
         return verdict(

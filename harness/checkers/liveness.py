@@ -5,10 +5,12 @@ pause running out, a host resuming or restarting, the last fault record). From t
 
 - every session becomes idle within `liveness_bound`. A session is busy while a turn is in
   progress and not waiting on a person, or while a queued message (`message.queued`) has not
-  started its turn. A turn waits on a person as state (`turn.waiting` until `turn.resumed`)
-  or in-call, with its card open (`tool.awaiting` until the answer `op.answer`, the hand-off,
-  a result or a resume): waiting on a person is not a liveness failure (how long a wait may
-  pin a deployment is pinning-bound's business);
+  started its turn although no turn is in progress. A turn waits on a person as state
+  (`turn.waiting` until `turn.resumed`) or in-call, with its card open (`tool.awaiting` until
+  the answer `op.answer`, the hand-off, a result or a resume). Waiting on a person is not a
+  liveness failure, and neither is what queues behind such a wait (a background result waits
+  its turn in the FIFO for as long as the person takes); how long a wait may pin a deployment
+  is pinning-bound's business;
 - no invocation stays queued on its virtual object's key, running or paused (after
   `max attempts` or a journal mismatch) for longer than `liveness_bound`: such an invocation
   holds its key, and everything behind it, forever. A suspended invocation waits on something
@@ -101,7 +103,8 @@ class Liveness:
         first_time = records[0].time if records else 0.0
 
         def update(sid: str, s: _Session, r: Record) -> None:
-            busy = bool(s.queued) or any(t.busy for t in s.turns.values())
+            busy = (any(t.busy for t in s.turns.values()) if s.turns
+                    else bool(s.queued))
             if busy and s.since is None:
                 s.since = r
             elif not busy and s.since is not None:
@@ -224,11 +227,13 @@ class Liveness:
             if s.since is None or not too_long(s.since.time, end_time):
                 continue
             busy_turns = [(tid, t) for tid, t in s.turns.items() if t.busy]
+            queued = list(s.queued.items())
             held = [f"turn {tid} in progress since {at(t.started.time)}"
                     for tid, t in busy_turns]
             held += [f"message {m} queued since {at(rec.time)} without its turn"
-                     for m, rec in s.queued.items()]
-            evidence = [s.since, *(t.started for _, t in busy_turns), *s.queued.values()]
+                     for m, rec in queued]
+            evidence = [s.since, *(t.started for _, t in busy_turns),
+                        *(rec for _, rec in queued)]
             violations.append(Violation(
                 f"session {sid} was still busy when the run ended at {at(end_time)}, "
                 f"{limit}: {'; '.join(held)}: {s.since.describe()}",
