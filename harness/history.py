@@ -10,6 +10,7 @@ time on the simulator, so the same seed gives the same file byte for byte.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,7 +113,7 @@ fmt_duration = _fmt_time
 class History:
     """The append-only record of one run."""
 
-    __slots__ = ("_clock", "_listeners", "_records", "_wall")
+    __slots__ = ("_clock", "_listeners", "_lock", "_records", "_wall")
 
     def __init__(
         self,
@@ -124,6 +125,8 @@ class History:
         self._clock = clock or (lambda: 0.0)
         self._wall = wall
         self._listeners: list[Callable[[Record], None]] = []
+        # The real path records from the world server's threads too; indexes must stay unique.
+        self._lock = threading.Lock()
 
     def bind_clock(self, clock: Callable[[], float]) -> None:
         self._clock = clock
@@ -137,16 +140,17 @@ class History:
         data: dict[str, Any] | None = None,
         **fields: Any,
     ) -> Record:
-        record = Record(
-            len(self._records),
-            self._clock() if time is None else time,
-            type,
-            kind,
-            wall=self._wall() if self._wall is not None else None,
-            data=data or {},
-            **fields,
-        )
-        self._records.append(record)
+        with self._lock:
+            record = Record(
+                len(self._records),
+                self._clock() if time is None else time,
+                type,
+                kind,
+                wall=self._wall() if self._wall is not None else None,
+                data=data or {},
+                **fields,
+            )
+            self._records.append(record)
         for listener in self._listeners:
             listener(record)
         return record

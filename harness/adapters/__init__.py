@@ -50,10 +50,16 @@ def _naive() -> Adapter:
                       "hand-off) on the simulator", build_naive_app)
 
 
-def _reference_restate() -> Adapter:
+def _restate(attribute: str) -> Adapter:
+    # Imported on demand: the real path pulls in httpx and psycopg, which the default
+    # simulator path does not need.
     module = importlib.import_module("harness.adapters.restate")
-    adapter: Adapter = module.ReferenceRestateAdapter()
+    adapter: Adapter = getattr(module, attribute)()
     return adapter
+
+
+def _reference_restate() -> Adapter:
+    return _restate("ReferenceRestateAdapter")
 
 
 _BUILTIN: dict[str, tuple[str, Callable[[], Adapter]]] = {
@@ -61,6 +67,8 @@ _BUILTIN: dict[str, tuple[str, Callable[[], Adapter]]] = {
     "naive": ("the naive 'before' design (in-call wait, no hand-off) on the simulator", _naive),
     "reference-restate": ("the reference implementation on a real Restate server, with "
                           "PostgreSQL and Toxiproxy (scaled time)", _reference_restate),
+    "naive-restate": ("the naive variant on a real Restate server (scaled time)",
+                      lambda: _restate("NaiveRestateAdapter")),
 }
 
 
