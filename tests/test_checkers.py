@@ -633,6 +633,30 @@ def test_access_granted_to_a_user_who_lost_access_is_a_violation() -> None:
     assert delivered.index in result.violations[1].records
 
 
+def test_access_revoked_while_the_checked_request_is_in_flight_is_too_late() -> None:
+    h = History()
+    _access_world(h)
+    ob(h, "tool.rerun", 3000, "rr1", {"access": "granted"}, session="s1", turn="T1",
+       tool_call="tc1", deployment="dep2")
+    ev(h, "identity.revoked", 3000.2, {"user": "u1", "tool": "send_email"})
+    ev(h, "effect.delivered", 3000.5, {"effect": "email", "logical": "tc1"}, key="k1",
+       session="s1", turn="T1", tool_call="tc1")
+    passing(AccessRechecked().check(h, CONFIG))
+
+
+def test_access_delivery_after_hand_off_without_any_recheck_is_a_violation() -> None:
+    h = History()
+    _access_world(h)
+    ev(h, "identity.revoked", 2000, {"user": "u1", "tool": "send_email"})
+    ev(h, "effect.delivered", 3000, {"effect": "email", "logical": "tc1"}, key="k1",
+       tool_call="tc1")
+    ob(h, "tool.rerun", 3100, "rr1", {"access": "denied"}, session="s1", turn="T1",
+       tool_call="tc1", deployment="dep2")
+    witness = failing(AccessRechecked().check(h, CONFIG))
+    assert "email of tool call tc1 was delivered at t=50.0m" in witness
+    assert "no re-run checked it after the hand-off at t=5.2m" in witness
+
+
 def test_access_regranted_before_the_rerun_passes() -> None:
     h = History()
     _access_world(h)

@@ -9,8 +9,11 @@ latest deployment, re-resolving identity and the tool catalog. So:
   ran is read from the record's deployment, its invocation (`invocation.started`), or the
   version it reports (`data["version"]`, matched against `deployment.registered`);
 - if the user lost access to the tool (`identity.revoked` for that tool or `"*"`, not granted
-  again since), the re-run says `access=denied`, and no effect of a handed-off tool call is
-  delivered while the access is revoked, whatever path it took.
+  again since) before the re-run, the re-run says `access=denied`, and no effect of that tool
+  call is delivered afterwards, whatever path it took. A revocation that lands after the
+  re-run checked access (while its request is in flight) is too late to stop it; a handed-off
+  call delivered with no re-run at all skipped the check, so any revocation before the
+  delivery counts.
 
 Identity events name a user. The user of a tool call is the one its re-run names
 (`data["user"]`), else the session's (from any record with a session and `data["user"]`, such
@@ -60,6 +63,7 @@ class AccessRechecked:
         tool_of: dict[str, str] = {}
         session_of: dict[str, str] = {}
         handed: dict[str, Record] = {}
+        rechecked: dict[str, Record] = {}
         violations: list[Violation] = []
         reruns = unplaced = denied = 0
 
@@ -127,6 +131,7 @@ class AccessRechecked:
                 reruns += 1
                 if tc is not None:
                     handed.setdefault(tc, r)
+                    rechecked[tc] = r
                 violation = _placement(r, deployments, versions, started_at, answered_at,
                                        dep_name)
                 if violation is None:
@@ -149,14 +154,17 @@ class AccessRechecked:
                     continue
                 call_tool = tool_of.get(tc)
                 rev = revocation(tc, session or session_of.get(tc), call_tool)
-                if rev is not None:
+                check = rechecked.get(tc)
+                if rev is not None and (check is None or rev.index < check.index):
                     wait = handed[tc]
                     violations.append(Violation(
                         f"{r.data.get('effect', 'effect')} of tool call {tc} was delivered at "
                         f"{at(r.time)} although user {rev.data.get('user')} lost access to "
-                        f"{call_tool} at {at(rev.time)}, after the wait was handed off at "
-                        f"{at(wait.time)}: {rev.describe()}; {r.describe()}",
-                        cite((wait, rev, r)),
+                        f"{call_tool} at {at(rev.time)}, "
+                        + (f"before the re-run at {at(check.time)}" if check is not None else
+                           f"and no re-run checked it after the hand-off at {at(wait.time)}")
+                        + f": {rev.describe()}; {r.describe()}",
+                        cite(x for x in (wait, rev, check, r) if x is not None),
                     ))
 
         stats = {"reruns": float(reruns), "denied": float(denied), "unplaced": float(unplaced)}
