@@ -6,6 +6,7 @@ They run against the adapter of the session (`chaos_adapter` in pytest.ini here,
 
 from __future__ import annotations
 
+from harness.adapters import Runtime
 from harness.fixtures import ChaosClock, ChaosRunner
 from harness.history import History
 from harness.world import World
@@ -14,7 +15,7 @@ EMAIL = {"message_id": "s1.m1", "text": "email the contract", "user": "alice",
          "plan": ["send_email"]}
 
 
-def test_a_card_waits_for_the_person(chaos_runtime, chaos_world: World,
+def test_a_card_waits_for_the_person(chaos_runtime: Runtime, chaos_world: World,
                                      chaos_clock: ChaosClock) -> None:
     chaos_runtime.send_message("s1", EMAIL)
     chaos_clock.advance(60)
