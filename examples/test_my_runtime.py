@@ -11,8 +11,8 @@ from harness.fixtures import ChaosClock, ChaosRunner
 from harness.history import History
 from harness.world import World
 
-EMAIL = {"message_id": "s1.m1", "text": "email the contract", "user": "alice",
-         "plan": ["send_email"]}
+EMAIL: dict[str, object] = {"message_id": "s1.m1", "text": "email the contract",
+                            "user": "alice", "plan": ["send_email"]}
 
 
 def test_a_card_waits_for_the_person(chaos_runtime: Runtime, chaos_world: World,
