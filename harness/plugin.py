@@ -300,6 +300,9 @@ def pytest_configure(config: pytest.Config) -> None:
             adapters[spec] = load_adapter(spec)
         except UsageError as exc:
             raise pytest.UsageError(f"{adapter_where}: {exc}") from None
+        except Exception as exc:  # an adapter whose module or constructor fails
+            raise pytest.UsageError(f"{adapter_where}: adapter {spec!r} failed to load: "
+                                    f"{type(exc).__name__}: {exc}") from None
     scenarios = _load_scenarios(config, settings.scenarios)
     config.stash[STATE] = ChaosState(settings, adapters, scenarios)
     config.addinivalue_line("markers", f"{MARKER}: an item of the durable-chaos suite")

@@ -136,21 +136,21 @@ class GhostDeploy(Wrapped):
         return "dep9"
 
 
-class UnknownKind(Wrapped):
+class TypoKind(Wrapped):
     def send_message(self, session: str, message: dict[str, object]) -> None:
-        self.history.add("my.custom.event", session=session)
+        self.history.add("turn.begun", session=session)  # turn.started, misspelt
         super().send_message(session, message)
 
 
 class OwnKind(Wrapped):
     def send_message(self, session: str, message: dict[str, object]) -> None:
-        self.history.add("adapter.sent", session=session)  # allowed: the adapter's prefix
+        self.history.add("myengine.sent", session=session)  # a namespace of its own
         super().send_message(session, message)
 
 
 class TimeTravel(Wrapped):
     def finish(self) -> None:
-        self.history.add("adapter.note", time=0.0)
+        self.history.add("myengine.note", time=0.0)
         super().finish()
 
 
@@ -211,8 +211,7 @@ BREAKS = [
     (LyingDeploy, "deploy: new work after deploy('v2') started on 'dep2', not on the new "
      "deployment 'dep-elsewhere'"),
     (GhostDeploy, "deploy: deploy('v2') returned 'dep9' but recorded no deployment.registered"),
-    (UnknownKind, "history: record #* has kind 'my.custom.event', which is not in the "
-     "vocabulary"),
+    (TypoKind, "history: record #* has kind 'turn.begun', which is not in the vocabulary"),
     (TimeTravel, "history: time goes backwards"),
     (Undeployed, "history: invocation event #* invocation.started invocation=inv99 carries no "
      "deployment"),
@@ -241,7 +240,7 @@ def test_a_planted_break_fails_the_contract_naming_it(runtime: Callable[[SimRunt
     assert fnmatchcase(text, f"adapter 'planted': {message}*; *"), text
 
 
-def test_the_adapters_own_kinds_are_allowed_under_its_prefix() -> None:
+def test_the_adapters_own_kinds_are_allowed_under_a_namespace_of_its_own() -> None:
     check_adapter(Planted(OwnKind))
 
 
