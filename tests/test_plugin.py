@@ -216,6 +216,8 @@ def test_an_unknown_adapter_is_a_one_line_usage_error(pytester: pytest.Pytester)
      "command line: expected a number >= 0, got -1"),
     ("", ("--chaos-scenarios", "missing"), "ERROR: --chaos-scenarios on the command line: "
      "missing does not exist*"),
+    ("addopts = --chaos-seed=soon", (), "ERROR: --chaos-seed in addopts of the ini file "
+     "tox.ini: expected an integer seed or 'last', got 'soon'"),
 ])
 def test_a_bad_value_names_where_it_came_from(pytester: pytest.Pytester, ini: str,
                                               args: tuple[str, ...], expected: str) -> None:
