@@ -148,16 +148,35 @@ def bug_finding_rows(quick: bool) -> tuple[list[Row], dict[str, Any]]:
         return [("bug finding", "not measured: benchmarks/bug_finding.py has no measure()",
                  "", "python benchmarks/bug_finding.py")], {}
     res = measure(quick=quick) if "quick" in measure.__code__.co_varnames else measure()
+    seeds = res.get("seeds", [])
+    cmd = "python benchmarks/bug_finding.py" + (f" --seeds {' '.join(map(str, seeds))}"
+                                                  if seeds else "")
     rows: list[Row] = []
-    bugs = res.get("bugs", res) if isinstance(res, dict) else {}
-    if isinstance(bugs, dict):
-        for bug, figures in bugs.items():
-            rows.append((f"bug finding: {bug}", json.dumps(figures, default=str)[:200], "",
-                         "python benchmarks/bug_finding.py"))
+    for bug, fig in res.get("bugs", {}).items():
+        what = f"bug finding: {bug} ({fig.get('invariant') or 'control: none'})"
+
+        def cell(key: str, unit: str = "", digits: int = 0, fig: dict[str, Any] = fig) -> str:
+            s = fig.get(key) or {}
+            if not s:
+                return f"{key}: -"
+            return f"{key} {s['median']:.{digits}f}{unit}"
+
+        def span(key: str, unit: str = "", digits: int = 0, fig: dict[str, Any] = fig) -> str:
+            s = fig.get(key) or {}
+            return f"{s['min']:.{digits}f}-{s['max']:.{digits}f}{unit}" if s else "-"
+
+        rows.append((
+            what,
+            f"found {fig.get('found')}; " + ", ".join((
+                cell("schedules"), cell("detect_s", " s", 1), cell("total_s", " s", 1),
+                cell("steps"))),
+            ", ".join(f"{k} {span(k)}" for k in ("schedules", "steps"))
+            + f", detect {span('detect_s', ' s', 1)}, total {span('total_s', ' s', 1)}",
+            cmd,
+        ))
     if not rows:
-        rows.append(("bug finding", json.dumps(res, default=str)[:300], "",
-                     "python benchmarks/bug_finding.py"))
-    return rows, res if isinstance(res, dict) else {"result": res}
+        rows.append(("bug finding", json.dumps(res, default=str)[:300], "", cmd))
+    return rows, res
 
 
 def targets(explo: dict[str, Any], flow: dict[str, Any]) -> list[str]:
