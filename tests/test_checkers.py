@@ -230,6 +230,25 @@ def test_pinning_long_suspension_without_redeploy_is_still_a_violation() -> None
     assert "inv2 doTurn/run" in witness and "8.00d suspended" in witness
 
 
+def test_pinning_several_short_waits_still_pin_the_old_deployment_too_long() -> None:
+    h = History()
+    _deploy(h, 0, "dep1", "v1")
+    _start(h, 0, "inv2", "dep1", target="doTurn/run", key=None)
+    ev(h, "invocation.suspended", 2, invocation="inv2", deployment="dep1")
+    _deploy(h, 3, "dep2", "v2", prev="dep1")
+    ev(h, "invocation.resumed", 213, invocation="inv2", deployment="dep1")
+    ev(h, "invocation.suspended", 218, invocation="inv2", deployment="dep1")
+    ev(h, "invocation.resumed", 518, invocation="inv2", deployment="dep1")
+    ev(h, "invocation.completed", 518, type="ok", invocation="inv2", deployment="dep1")
+    ev(h, "deployment.drained", 518, deployment="dep1")
+    result = PinningBound().check(h, CONFIG)
+    witness = failing(result)
+    assert len(result.violations) == 1  # each wait alone is within the bound
+    assert ("deployment dep1 (v1) stayed pinned 8.6m after it was superseded at t=3s: "
+            "invocation inv2 doTurn/run suspended from t=3.6m to t=8.6m") in witness
+    assert "it waited 2 times, 8.5m in all, while pinning dep1" in witness
+
+
 def test_pinning_host_downtime_is_not_counted_as_waiting() -> None:
     h = History()
     _deploy(h, 0, "dep1", "v1")
@@ -271,11 +290,15 @@ def test_pinning_paused_invocation_keeps_deployment_alive() -> None:
     assert paused.index in result.violations[0].records
 
 
-def test_pinning_not_reached_without_supersede_or_suspension() -> None:
+def test_pinning_not_reached_without_a_pinned_redeploy_or_a_long_wait() -> None:
     h = History()
     _deploy(h, 0, "dep1", "v1")
     _start(h, 0, "inv1", "dep1")
+    ev(h, "invocation.suspended", 1, invocation="inv1", deployment="dep1")
+    ev(h, "invocation.resumed", 3, invocation="inv1", deployment="dep1")
     ev(h, "invocation.completed", 5, type="ok", invocation="inv1", deployment="dep1")
+    _deploy(h, 10, "dep2", "v2", prev="dep1")  # nothing pinned to dep1 any more
+    ev(h, "deployment.drained", 10, deployment="dep1")
     result = PinningBound().check(h, CONFIG)
     passing(result)
     assert not result.reached

@@ -85,6 +85,7 @@ class PinningBound:
         superseded: dict[str, Record] = {}
         drained: dict[str, Record] = {}
         live: dict[str, int] = {}
+        pinned_when_superseded = 0
         faults = Faults()
 
         def inv_of(r: Record) -> _Invocation | None:
@@ -164,6 +165,8 @@ class PinningBound:
                 dep = r.deployment
                 if dep is not None and dep not in superseded:
                     superseded[dep] = r
+                    if live.get(dep, 0) > 0 or r.data.get("pinned"):
+                        pinned_when_superseded += 1
                     if live.get(dep, 0) <= 0:
                         drained.setdefault(dep, r)
             elif kind == "deployment.drained" and r.deployment is not None:
@@ -230,28 +233,36 @@ class PinningBound:
                 if pin.deployment == dep and pin.since <= deadline
                 and (pin.until is None or pin.until > deadline)
             ]
-            waits: list[tuple[float, _Invocation, _Suspension]] = []
+            # (suspended time while pinning it, number of waits, invocation, longest wait)
+            waits: list[tuple[float, int, _Invocation, _Suspension]] = []
             for inv, _pin in keepers:
                 best: tuple[float, _Suspension] | None = None
+                total, count = 0.0, 0
                 for s in inv.suspensions:
                     t0, t1 = span(s)
                     covered = min(t1, stop) - max(t0, start)
-                    if covered > 0 and (best is None or covered > best[0]):
+                    if covered <= 0:
+                        continue
+                    total, count = total + covered, count + 1
+                    if best is None or covered > best[0]:
                         best = (covered, s)
                 if best is not None:
-                    waits.append((best[0], inv, best[1]))
+                    waits.append((total, count, inv, best[1]))
             still = "" if drain is not None else " (still pinned when the run ended)"
             head = (f"deployment {dep_name(dep)} stayed pinned {fmt_duration(pinned)}{still} "
                     f"after it was superseded at {at(start)}")
             evidence: list[Record] = [sup] + ([drain] if drain is not None else [])
             if waits:
                 waits.sort(key=lambda w: -w[0])
-                _, inv, s = waits[0]
+                total, count, inv, s = waits[0]
+                several = (f"; it waited {count} times, {fmt_duration(total)} in all, while "
+                           f"pinning {dep}" if count > 1 else "")
                 more = (f"; and {len(waits) - 1} more suspended invocation(s)"
                         if len(waits) > 1 else "")
                 evidence += [x for x in (s.start, s.end) if x is not None]
                 violations.append(Violation(
-                    f"{head}: {suspended_text(inv, s)} (limit {limit}){more}", cite(evidence)))
+                    f"{head}: {suspended_text(inv, s)} (limit {limit}){several}{more}",
+                    cite(evidence)))
                 continue
             dep_hosts = {h for h, d in faults.host_deployment.items() if d == dep}
             fault_time = (overlap(faults.downtime_of(dep_hosts), start, stop)
@@ -274,12 +285,14 @@ class PinningBound:
                 why = "no invocation observed holding it"
             violations.append(Violation(f"{head} (limit {limit}): {why}", cite(evidence)))
 
+        reached = (pinned_when_superseded > 0 or max_suspended >= config.hand_off_after
+                   or bool(violations))
         return verdict(
             self.name, violations,
-            reached=bool(superseded) or suspended_count > 0,
+            reached=reached,
             note="; ".join(excused) if excused else (
-                "" if superseded or suspended_count else
-                "no deployment was superseded and no invocation suspended"),
+                "" if reached else "no deployment was superseded while an invocation was "
+                "pinned to it, and no invocation stayed suspended as long as the hand-off"),
             stats={"max_pinned": max_pinned, "max_suspended": max_suspended,
                    "superseded": float(len(superseded)),
                    "suspensions": float(suspended_count)},
