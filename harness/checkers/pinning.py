@@ -178,7 +178,8 @@ class PinningBound:
         host_down, provider = faults.finish(end_time)
         bound = config.hand_off_after + config.tolerance
         limit = limit_text(config, config.hand_off_after)
-        violations: list[Violation] = []
+        violations: list[Violation] = []  # deployments first: the headline
+        suspended_too_long: list[Violation] = []
 
         def dep_name(dep: str | None) -> str:
             if dep is None:
@@ -210,7 +211,7 @@ class PinningBound:
                 if length - down <= bound:
                     continue
                 excuse = f", not counting {fmt_duration(down)} of host downtime" if down else ""
-                violations.append(Violation(
+                suspended_too_long.append(Violation(
                     f"{suspended_text(inv, s)} on deployment {dep_name(s.deployment)}: "
                     f"{fmt_duration(length)} suspended (limit {limit}{excuse})",
                     cite(x for x in (s.start, s.end) if x is not None),
@@ -285,6 +286,7 @@ class PinningBound:
                 why = "no invocation observed holding it"
             violations.append(Violation(f"{head} (limit {limit}): {why}", cite(evidence)))
 
+        violations += suspended_too_long
         reached = (pinned_when_superseded > 0 or max_suspended >= config.hand_off_after
                    or bool(violations))
         return verdict(
