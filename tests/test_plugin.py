@@ -159,13 +159,13 @@ def test_the_suite_fails_on_the_naive_design_with_a_minimal_replayable_schedule(
     # The scenario item lists the violated invariants with their witness.
     result.stdout.fnmatch_lines([
         "*durable-chaos: naive scenario[[]02-answered-after-3-days-across-redeploys[]]*",
-        "pinning-bound: invocation * suspended from t=2s to t=3.00d on deployment dep1*",
+        "pinning-bound: *dep1*t=3.00d*",  # the checker's witness: the answer came on day 3
         "replay: durable-chaos replay --adapter naive *02-answered-after-3-days*.toml",
     ])
     # The generated item reads "pinning-bound: <witness>", the minimal schedule, the replay.
     result.stdout.fnmatch_lines([
         "*durable-chaos: naive generated[[]pinning-bound[]]*",
-        "pinning-bound: invocation * suspended *",
+        "pinning-bound: *suspended*",
         "minimal failing schedule (1 step(s)*",
         "[[][[]step[]][]]",
         'do = "message"',
