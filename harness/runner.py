@@ -513,7 +513,7 @@ def run_suite(
         finally:
             bar.close()
     suite = SuiteOutcome(
-        adapters=tuple(spec for spec, _ in adapters),
+        adapters=tuple(adapter.name for _, adapter in adapters),
         seed=seed,
         runs=tuple(runs),
         wall_time=wall() - started,

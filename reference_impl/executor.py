@@ -299,6 +299,24 @@ async def apply_answer(
     return Applied("answered", ran.result)
 
 
+class WaitBudget:
+    """How long one invocation may still wait in-call, across all its tool calls.
+
+    Each wait alone staying under `hand_off_after` is not enough: a turn that asks twice in
+    a row (3 minutes, then 5) would keep its deployment pinned for 8. The budget is per
+    invocation, so a resumed turn (a new invocation, maybe on a newer deployment) starts
+    afresh. Times come from `ctx.time()`, journaled, so a replay spends the same budget.
+    """
+
+    __slots__ = ("remaining",)
+
+    def __init__(self, seconds: float) -> None:
+        self.remaining = seconds
+
+    def spend(self, seconds: float) -> None:
+        self.remaining = max(0.0, self.remaining - seconds)
+
+
 class ChatToolExecutor:
     """The approval middleware of the turn (see the module docstring)."""
 
@@ -306,8 +324,10 @@ class ChatToolExecutor:
         self.ports = ports
 
     async def execute(
-        self, ctx: Context, log: SessionLog, call: ToolCall, *, accepts_pending_result: bool
+        self, ctx: Context, log: SessionLog, call: ToolCall, *, accepts_pending_result: bool,
+        budget: WaitBudget | None = None,
     ) -> ExecResult:
+        budget = budget if budget is not None else WaitBudget(self.ports.config.hand_off_after)
         ports = self.ports
         spec = await lookup_tool(ctx, ports, call, run=1)
         if spec is None:
@@ -326,7 +346,7 @@ class ChatToolExecutor:
             await hold(ctx, ports, call, run=1)
             mode, run = "confirm", 2
         while True:
-            decision = await self._wait(ctx, call, mode, run, accepts_pending_result)
+            decision = await self._wait(ctx, call, mode, run, accepts_pending_result, budget)
             if decision.kind == "pending":
                 return ExecResult(RESULT_PENDING, run=run)
             if decision.kind == "background":
@@ -355,7 +375,8 @@ class ChatToolExecutor:
         return ExecResult("done", outcome, result, run)
 
     async def _wait(
-        self, ctx: Context, call: ToolCall, mode: str, run: int, accepts_pending_result: bool
+        self, ctx: Context, call: ToolCall, mode: str, run: int, accepts_pending_result: bool,
+        budget: WaitBudget,
     ) -> _WaitEnd:
         ports, tc = self.ports, call.tool_call
         awakeable_id, answered = ctx.awakeable()
@@ -376,10 +397,12 @@ class ChatToolExecutor:
 
         await run_step(ctx, f"card:{tc}#{run}", show)
         config = ports.config
-        limit = config.hand_off_after if accepts_pending_result else config.max_wait
+        limit = budget.remaining if accepts_pending_result else config.max_wait
+        started = await ctx.time()
         winner, value = await ctx.select(
             answer=answered, timeout=ctx.sleep(timedelta(seconds=limit))
         )
+        budget.spend(await ctx.time() - started)
         if winner == "answer":
             return _decision(value)
         if not accepts_pending_result:

@@ -31,7 +31,13 @@ from reference_impl.effects import (
     observe,
     run_step,
 )
-from reference_impl.executor import RESULT_PENDING, ChatToolExecutor, ToolCall, record_result
+from reference_impl.executor import (
+    RESULT_PENDING,
+    ChatToolExecutor,
+    ToolCall,
+    WaitBudget,
+    record_result,
+)
 from reference_impl.ports import Ports
 from reference_impl.threadlog import LogEntry
 
@@ -111,6 +117,7 @@ def build_turn_service(ports: Ports, *, accepts_pending_result: bool = True) -> 
         # Where this turn stands, from committed history: a resumed invocation continues at
         # the next step, so its model keys never collide with the earlier invocation's.
         known = await run_step(ctx, "turn.history", history)
+        budget = WaitBudget(config.hand_off_after)
         step, user = int(known["steps"]), str(known["user"])
 
         async def end(reason: str, **extra: Any) -> JSON:
@@ -138,7 +145,8 @@ def build_turn_service(ports: Ports, *, accepts_pending_result: bool = True) -> 
             call = ToolCall(session, turn, str(requested["id"]), str(requested["name"]),
                             dict(requested.get("args") or {}), user)
             done = await executor.execute(ctx, log, call,
-                                          accepts_pending_result=accepts_pending_result)
+                                          accepts_pending_result=accepts_pending_result,
+                                          budget=budget)
             if done.status == RESULT_PENDING:
                 since = await ctx.time()
                 await observe(ctx, ports, f"turn.waiting:{call.tool_call}#{done.run}", Event.of(
