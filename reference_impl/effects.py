@@ -215,12 +215,20 @@ class SessionLog:
         self._ports = ports
         self.session = session
         self._log = ThreadLog(ports.threadlog, session, owner)
+        # The committed log as this owner knows it: read once after taking ownership, then
+        # extended by this owner's own appends. Only the owner writes, so the copy stays
+        # exact while we own the thread; once the thread moves, our next append fails on
+        # its epoch and the retry takes ownership and reads afresh. Re-reading the whole log
+        # before every append made a turn quadratic in its length.
+        self._known: list[LogEntry] | None = None
+        self._ids: dict[str, LogEntry] = {}
 
     @property
     def epoch(self) -> int | None:
         return self._log.epoch
 
     async def take_ownership(self) -> int:
+        self._known, self._ids = None, {}
         assignment = await self._log.take_ownership()
         # Outside ctx.run on purpose (see the class docstring); each epoch is emitted once.
         self._ports.observer.emit(
@@ -231,7 +239,13 @@ class SessionLog:
         return assignment.epoch
 
     async def entries(self) -> list[LogEntry]:
-        return await self._log.entries()
+        return list(await self._committed())
+
+    async def _committed(self) -> list[LogEntry]:
+        if self._known is None:
+            self._known = await self._log.entries()
+            self._ids = {str(e.payload["id"]): e for e in self._known if "id" in e.payload}
+        return self._known
 
     async def append_once(
         self, entry_id: str, kind: str, payload: Mapping[str, Any]
@@ -241,9 +255,10 @@ class SessionLog:
         Read-then-append is safe without a lock of our own: only the owner writes, and if
         the thread moved between the read and the append, the append fails on its epoch.
         """
-        for entry in await self._log.entries():
-            if entry.payload.get("id") == entry_id:
-                return entry
+        await self._committed()
+        known = self._ids.get(entry_id)
+        if known is not None:
+            return known
         try:
             entry = await self._log.append(kind, {**payload, "id": entry_id})
         except (StaleEpoch, TransactionAborted) as err:
@@ -256,6 +271,9 @@ class SessionLog:
                 owner=self._log.owner, entry=entry_id, detail=str(err),
             )
             raise
+        if self._known is not None:
+            self._known.append(entry)
+            self._ids[entry_id] = entry
         self._ports.observer.emit(
             "threadlog.appended",
             event_id=f"threadlog.appended:{self.session}:{entry.seq}",
