@@ -368,7 +368,10 @@ def explore(
             raise _failure_type(failing[0])(outcome)
 
     try:
-        prop()
+        # One freezer for the whole search (starting freezegun costs more than a schedule);
+        # each run moves it to its own virtual time.
+        with wall_clock_follows(VirtualClock()):
+            prop()
     except _OutOfTime:
         found.out_of_time = True
     except InvariantFailed as failure:
