@@ -1004,12 +1004,11 @@ def test_liveness_not_judged_while_a_fault_never_healed() -> None:
     assert not result.reached and "never healed" in result.note
 
 
-# ---------------------------------------------------------------- speed
+# ---------------------------------------------------------------- scale
 
 
-def test_checkers_are_one_pass_fast_on_a_large_history() -> None:
-    import time as wall
-
+def test_checkers_judge_a_large_valid_history_as_valid() -> None:
+    # How fast they are is measured in benchmarks/, never asserted here (shared machines).
     h = History()
     _deploy(h, 0, "dep1", "v1")
     t = 0.0
@@ -1029,8 +1028,5 @@ def test_checkers_are_one_pass_fast_on_a_large_history() -> None:
         ev(h, "invocation.completed", t, type="ok", invocation=f"inv{i}", deployment="dep1")
         ob(h, "turn.ended", t, f"te{i}", {"reason": "completed"}, session=s, turn=turn)
     ev(h, "run.end", t + 2 * HOUR)
-    start = wall.perf_counter()
     results = run_checkers(ALL, h, CONFIG)
-    elapsed = wall.perf_counter() - start
     assert [r.valid for r in results] == [True] * 8, [r.witness() for r in results]
-    assert elapsed < 2.0
