@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 
-from harness.history import History
+from harness.history import History, RecordType
 from harness.world import World
 from reference_impl.ports import ProviderError
 
@@ -133,8 +133,12 @@ class WorldServer:
         if named.get("epoch") is not None:
             named["epoch"] = int(named["epoch"])
         host = str(body.get("host") or "") or None
+        # "info": an operation whose outcome the worker could not know (a connection lost
+        # after the request went out); everything else is an event.
+        record_type: RecordType = "info" if body.get("type") == "info" else "event"
         with self.lock:
-            self.history.add(str(body["kind"]), data={"event_id": body.get("event_id"), **fields},
+            self.history.add(str(body["kind"]), record_type,
+                             data={"event_id": body.get("event_id"), **fields},
                              host=host, deployment=self.deployment_of(host or ""), **named)
 
     def fault_point(self, body: dict[str, Any]) -> str | None:

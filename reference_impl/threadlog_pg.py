@@ -24,10 +24,11 @@ from reference_impl.threadlog import (
     LockTimeout,
     LogEntry,
     StaleEpoch,
+    ThreadLogError,
     TransactionAborted,
 )
 
-__all__ = ["PostgresThreadLogStore"]
+__all__ = ["CommitOutcomeUnknown", "PostgresThreadLogStore"]
 
 _SCHEMA = (
     """
@@ -79,6 +80,12 @@ _READ = """
 # arrives as a FATAL with SQLSTATE 25P03, which psycopg files under InternalError, not
 # OperationalError.
 _ENDED_BY_SERVER = (psycopg.OperationalError, errors.IdleInTransactionSessionTimeout)
+
+
+class CommitOutcomeUnknown(ThreadLogError):
+    """The connection was lost after an append sent its COMMIT and before the answer came: the
+    entry may or may not be committed. Not a `TransactionAborted` (which promises nothing was
+    committed): the caller must read the log to know, as `append_once` does on its retry."""
 
 
 class PostgresThreadLogStore:
@@ -179,14 +186,29 @@ class PostgresThreadLogStore:
                     _INSERT, (thread_id, epoch, owner, kind, Jsonb(payload), thread_id)
                 )
                 row = await cur.fetchone()
-                await conn.commit()
             except _ENDED_BY_SERVER as exc:
-                # Also a connection lost during COMMIT itself, whose outcome the client cannot
-                # know; the stalled-holder case fails at the INSERT, before any COMMIT is sent.
+                # The stalled-holder case: the server ended the idle transaction, so the INSERT
+                # fails before any COMMIT is sent.
                 raise TransactionAborted(
                     f"append to thread {thread_id!r} by {owner!r} at epoch {epoch}: the "
                     f"database ended the transaction holding the control row; nothing was "
                     f"committed ({exc})"
+                ) from exc
+            try:
+                await conn.commit()
+            except errors.IdleInTransactionSessionTimeout as exc:
+                raise TransactionAborted(
+                    f"append to thread {thread_id!r} by {owner!r} at epoch {epoch}: the "
+                    f"database ended the transaction before its COMMIT; nothing was "
+                    f"committed ({exc})"
+                ) from exc
+            except psycopg.OperationalError as exc:
+                # The COMMIT was sent and the connection went away before its answer: the
+                # server may have committed or not, and this client cannot tell which.
+                raise CommitOutcomeUnknown(
+                    f"append to thread {thread_id!r} by {owner!r} at epoch {epoch}: the "
+                    f"connection was lost during COMMIT; the entry may or may not be in the "
+                    f"log ({exc})"
                 ) from exc
         assert row is not None  # INSERT ... SELECT over an aggregate yields exactly one row
         return LogEntry(thread_id, int(row[0]), epoch, owner, kind, dict(row[1]))

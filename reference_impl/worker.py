@@ -13,14 +13,26 @@ Configured by environment variables (set by the harness's Restate adapter):
 - `DURABLE_CHAOS_HOST`: this worker's name (the thread log's owner identity).
 
 Every port is an HTTP client of the world; a failed or timed-out model call is a
-`ProviderError` (the caller retries with the same key).
+`ProviderError` (the caller retries with the same key). A call whose request went out and
+whose answer never came (a connection reset or a read timeout, e.g. a Toxiproxy `reset_peer`
+after the world committed the effect) has an unknown outcome: the worker tells the harness
+(`world.outcome_unknown`, an `info` record) before the error goes on. So does an append whose
+COMMIT was sent when the connection to PostgreSQL was lost (`threadlog.unknown`).
+
+The thread-log store finishes an append it has started even when Restate abandons the
+attempt: restate-sdk cancels an abandoned attempt's `run` tasks as soon as the process sees
+the disconnect, which after a GC pause (SIGSTOP, then SIGCONT) would stop the woken writer
+before it reaches the database. A real paused process goes on where it was; letting it do so
+is the harder case for the thread log, whose fencing must then reject the stale write.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import uuid
 from typing import Any
 
 import httpx
@@ -31,11 +43,17 @@ from reference_impl.binding import App
 from reference_impl.naive import build_naive_app
 from reference_impl.ports import Config, Ports, ProviderError, ToolSpec
 from reference_impl.restate_binding import HOST_ENV, asgi_app
-from reference_impl.threadlog_pg import PostgresThreadLogStore
+from reference_impl.threadlog import Assignment, LogEntry
+from reference_impl.threadlog_pg import CommitOutcomeUnknown, PostgresThreadLogStore
 
 __all__ = ["app", "build_from_env"]
 
 _TIMEOUT = float(os.environ.get("DURABLE_CHAOS_HTTP_TIMEOUT", "10"))
+
+# Transport errors raised before the request could have left: the outcome is known (nothing
+# happened). Every other transport error leaves it unknown.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout,
+             httpx.UnsupportedProtocol, httpx.LocalProtocolError)
 
 
 class WorldClient:
@@ -47,9 +65,22 @@ class WorldClient:
         self.host = host
         self._sync = httpx.Client(timeout=_TIMEOUT)
 
-    async def _post(self, path: str, body: dict[str, Any]) -> Any:
-        async with httpx.AsyncClient(timeout=_TIMEOUT) as client:
-            response = await client.post(f"{self.url}{path}", json=body)
+    async def _send(self, path: str, body: dict[str, Any], key: str | None) -> httpx.Response:
+        try:
+            async with httpx.AsyncClient(timeout=_TIMEOUT) as client:
+                return await client.post(f"{self.url}{path}", json=body)
+        except httpx.TransportError as exc:
+            if not isinstance(exc, _NOT_SENT):
+                self.unknown(path, key, exc)
+            raise
+
+    def unknown(self, path: str, key: str | None, exc: BaseException) -> None:
+        """Report a call whose request went out and whose answer never came."""
+        self.emit("world.outcome_unknown", event_id=f"world.outcome_unknown:{uuid.uuid4()}",
+                  record_type="info", key=key, path=path, error=f"{type(exc).__name__}: {exc}")
+
+    async def _post(self, path: str, body: dict[str, Any], key: str | None = None) -> Any:
+        response = await self._send(path, body, key)
         if response.status_code >= 400:
             raise RuntimeError(f"world {path} -> {response.status_code}: {response.text[:300]}")
         return response.json()
@@ -60,11 +91,10 @@ class WorldClient:
         idempotency_key: str,
     ) -> dict[str, Any]:
         try:
-            async with httpx.AsyncClient(timeout=_TIMEOUT) as client:
-                response = await client.post(f"{self.url}/model/complete", json={
-                    "session": session, "turn": turn, "step": step, "messages": messages,
-                    "idempotency_key": idempotency_key,
-                })
+            response = await self._send("/model/complete", {
+                "session": session, "turn": turn, "step": step, "messages": messages,
+                "idempotency_key": idempotency_key,
+            }, idempotency_key)
         except httpx.HTTPError as exc:
             raise ProviderError(f"provider unreachable for {idempotency_key}: {exc!r}") from exc
         if response.status_code != 200:
@@ -78,13 +108,14 @@ class WorldClient:
     ) -> dict[str, Any]:
         result: dict[str, Any] = await self._post("/email", {
             "message_id": message_id, "to": to, "subject": subject, "body": body,
-            "tool_call": tool_call})
+            "tool_call": tool_call}, message_id)
         return result
 
     # Payments
     async def charge(self, *, idempotency_key: str, amount: int, tool_call: str) -> dict[str, Any]:
         result: dict[str, Any] = await self._post("/charge", {
-            "idempotency_key": idempotency_key, "amount": amount, "tool_call": tool_call})
+            "idempotency_key": idempotency_key, "amount": amount, "tool_call": tool_call},
+            idempotency_key)
         return result
 
     # Identity
@@ -110,10 +141,11 @@ class WorldClient:
 
     # Observer: synchronous on purpose (the reference code emits from sync steps); direct to
     # the harness, never through a proxy, so observations are not subject to the faults.
-    def emit(self, kind: str, *, event_id: str, **fields: Any) -> None:
+    def emit(self, kind: str, *, event_id: str, record_type: str = "event",
+             **fields: Any) -> None:
         response = self._sync.post(f"{self.observer_url}/observe", json={
             "kind": kind, "event_id": event_id, "fields": fields, "host": self.host,
-            "pid": os.getpid()})
+            "pid": os.getpid(), "type": record_type})
         response.raise_for_status()
 
     def fault_point(self, point: str) -> None:
@@ -126,6 +158,54 @@ class WorldClient:
             os.kill(os.getpid(), signal.SIGSTOP)
         elif action == "crash":
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class HarnessStore:
+    """The PostgreSQL thread-log store as a worker runs it (see the module docstring): a
+    started append runs to its end even if its attempt is cancelled, and an append whose
+    COMMIT outcome is unknown is reported to the harness before the error goes on."""
+
+    def __init__(self, store: PostgresThreadLogStore, world: WorldClient) -> None:
+        self.store = store
+        self.world = world
+
+    async def assign_thread(self, thread_id: str, owner: str) -> Assignment:
+        return await self.store.assign_thread(thread_id, owner)
+
+    async def append(
+        self, thread_id: str, epoch: int, owner: str, kind: str, payload: dict[str, Any]
+    ) -> LogEntry:
+        started = asyncio.ensure_future(self._append(thread_id, epoch, owner, kind, payload))
+        while True:
+            try:
+                return await asyncio.shield(started)
+            except asyncio.CancelledError:
+                if started.cancelled():
+                    raise
+                # The attempt was abandoned; the write it started goes on, and its outcome
+                # (committed, or rejected by the fence) is what this coroutine reports.
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+
+    async def _append(
+        self, thread_id: str, epoch: int, owner: str, kind: str, payload: dict[str, Any]
+    ) -> LogEntry:
+        try:
+            return await self.store.append(thread_id, epoch, owner, kind, payload)
+        except CommitOutcomeUnknown as exc:
+            entry = payload.get("id")
+            self.world.emit("threadlog.unknown",
+                            event_id=f"threadlog.unknown:{thread_id}:{epoch}:{entry}",
+                            record_type="info", session=thread_id, epoch=epoch, owner=owner,
+                            entry=entry, detail=str(exc))
+            raise
+
+    async def read(self, thread_id: str) -> list[LogEntry]:
+        return await self.store.read(thread_id)
+
+    async def current(self, thread_id: str) -> Assignment | None:
+        return await self.store.current(thread_id)
 
 
 def _config() -> Config:
@@ -145,11 +225,11 @@ def build_from_env() -> App:
     conninfo = os.environ.get("DURABLE_CHAOS_PG", "host=127.0.0.1 user=postgres dbname=postgres")
     host = os.environ.get(HOST_ENV, f"{version}-pid{os.getpid()}")
     world = WorldClient(world_url, observer_url, host)
-    store = PostgresThreadLogStore(
+    store = HarnessStore(PostgresThreadLogStore(
         conninfo,
         idle_in_transaction_timeout_ms=int(os.environ.get("DURABLE_CHAOS_PG_IDLE_MS", "2000")),
         lock_timeout_ms=int(os.environ.get("DURABLE_CHAOS_PG_LOCK_MS", "1000")),
-    )
+    ), world)
 
     def hook(point: str) -> None:
         world.fault_point(point)

@@ -2,38 +2,59 @@
 
 `open(ctx)` starts, all on 127.0.0.1: PostgreSQL (the thread log), restate-server (unless the
 user points at their own with `DURABLE_CHAOS_RESTATE_INGRESS_URL` / `..._ADMIN_URL`),
-Toxiproxy (between the workers and PostgreSQL, and between the workers and the world), the
-world server (fake model provider, outbox, ledger, cards, observer) and one worker process
-group per deployment, registered with `POST /deployments`.
+Toxiproxy (between the workers and PostgreSQL, link "pg", and between the workers and the
+world, link "world"), the world server (fake model provider, outbox, ledger, cards, observer)
+and, per deployment, `ctx.hosts` worker processes (hosts `depN.hI`), each its own process
+group, registered with `POST /deployments`.
+
+Hosts of one deployment serve one endpoint: they accept from one listening socket the harness
+owns (`SharedListener`), as replicas behind a load balancer would. Restate multiplexes
+invocations over HTTP/2 connections to the endpoint; a paused host keeps its connections
+open, so the harness's restate-server pings them every second and drops a connection after a
+second without an answer (`http2-keep-alive-*`): Restate's retry of the attempt then opens a
+new connection, which a live host accepts. That is the takeover of a thread by another host
+(epoch + 1) while the old owner is frozen. A user's own Restate server keeps its own
+keep-alive settings: there a paused host is only abandoned after its ping timeout (20 s by
+default) or the invoker's abort timeout.
 
 Time is real and scaled: scenario time maps onto real seconds piecewise-linearly so that
 `hand_off_after` (5 min) lands on the scaled `hand_off_after` (5 s) and `max_wait` (8 days)
 on the scaled `max_wait` (25 s); `check_config()` gives the checkers the same thresholds.
 History times are real seconds since the run started.
 
-The operator retires a superseded deployment (stops its worker) once Restate's own
+The operator retires a superseded deployment (stops its workers) once Restate's own
 `sys_invocation` shows nothing pinned to it; each change in that count is recorded as
 `restate.pinned` {deployment, count}, so `pinning-bound` judges what Restate measured.
+
+Faults: gc-pause (SIGSTOP/SIGCONT of a host's process group), crash (SIGKILL, then the same
+version restarts on the same socket; a host that crashes itself at a fault point is restarted
+the same way), redeploy, the named fault points (the worker asks the harness at each one and
+stops or kills itself when armed; `reset-after-commit` is a third action, see `arm`), and
+network toxics (`NetworkFaults.toxic`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from harness.adapters.base import RunContext
 from harness.checkers.base import CheckConfig
-from harness.components.net import free_port, wait_until
+from harness.components.net import wait_until
 from harness.components.postgres import PostgresServer
+from harness.components.procs import ProcessGroup, stop_groups
 from harness.components.restate import RestateServer
 from harness.components.toxiproxy import ToxiproxyServer
-from harness.components.workers import WorkerProcess
+from harness.components.workers import SharedListener, WorkerProcess
 from harness.errors import UsageError
 from harness.history import History
 from harness.world import World
@@ -41,7 +62,15 @@ from harness.world_server import WorldServer
 from reference_impl.ports import Config
 from reference_impl.threadlog_pg import PostgresThreadLogStore
 
-__all__ = ["NaiveRestateAdapter", "ReferenceRestateAdapter", "RestateRuntime", "scale_time"]
+__all__ = [
+    "LINKS",
+    "TOXICS",
+    "NaiveRestateAdapter",
+    "NetworkFaults",
+    "ReferenceRestateAdapter",
+    "RestateRuntime",
+    "scale_time",
+]
 
 INGRESS_ENV = "DURABLE_CHAOS_RESTATE_INGRESS_URL"
 ADMIN_ENV = "DURABLE_CHAOS_RESTATE_ADMIN_URL"
@@ -50,6 +79,34 @@ _REPO_ROOT = Path(__file__).resolve().parents[2]
 SCALED = Config(hand_off_after=5.0, max_wait=25.0)
 UNSCALED = Config()
 Variant = Literal["reference", "naive"]
+
+LINKS: tuple[str, ...] = ("pg", "world")
+"""Toxiproxy links: workers -> PostgreSQL ("pg"), workers -> the world ("world", the model
+provider, outbox, ledger, identity, catalog and cards)."""
+TOXICS: tuple[str, ...] = ("latency", "timeout", "reset_peer", "down")
+RESET_AFTER_COMMIT = "reset-after-commit"
+_APPEND_POINTS = ("threadlog.append.before_lock", "threadlog.append.locked")
+# PostgreSQL settings that let the harness hold one COMMIT at the server (see `arm`):
+# synchronous replication is configured, but no session waits for it unless the harness
+# switches synchronous_commit on for the duration of the hold.
+_HOLD_STANDBY = "durable_chaos_hold"
+_PG_SETTINGS = {"synchronous_standby_names": _HOLD_STANDBY, "synchronous_commit": "local"}
+_MAX_RESTARTS = 20
+
+
+@runtime_checkable
+class NetworkFaults(Protocol):
+    """A runtime whose network links can be degraded for a while (Toxiproxy)."""
+
+    def toxic(self, link: str, kind: str, duration: float) -> None:
+        """Degrade `link` with `kind` for `duration` seconds of scenario time, then heal it.
+
+        Kinds: "latency" (every answer delayed), "timeout" (nothing gets through, and the
+        connections are closed when the fault ends), "reset_peer" (every connection that
+        receives an answer is reset instead: the other side had done the work), "down" (the
+        link refuses connections and closes the open ones).
+        """
+        ...
 
 
 def scale_time(t: float, scaled: Config = SCALED, unscaled: Config = UNSCALED) -> float:
@@ -62,20 +119,37 @@ def scale_time(t: float, scaled: Config = SCALED, unscaled: Config = UNSCALED) -
     return h1 + (t - h0) * (m1 - h1) / (m0 - h0)
 
 
-@dataclass
+@dataclass(eq=False)
+class _Host:
+    name: str
+    worker: WorkerProcess
+    deployment: _Deployment
+    restarts: int = 0
+
+
+@dataclass(eq=False)
 class _Deployment:
     version: str
-    host: str
-    worker: WorkerProcess
+    index: int
+    listener: SharedListener
+    hosts: list[_Host] = field(default_factory=list)
     id: str = ""
     superseded: bool = False
     drained: bool = False
     last_count: int | None = None
 
 
+@dataclass(eq=False)
+class _Toxic:
+    link: str
+    kind: str
+    name: str
+    until: float
+
+
 @dataclass
 class RestateRuntime:
-    """One run on the real stack. Capabilities: gc-pause, crash, deploy, arm, toxics."""
+    """One run on the real stack. Capabilities: gc-pause, crash, deploy, arm, network."""
 
     ctx: RunContext
     variant: Variant
@@ -85,6 +159,8 @@ class RestateRuntime:
     model_latency: float = 0.05
     poll_interval: float = 0.1
     drain_timeout: float = 30.0
+    toxic_latency_ms: int = 1000
+    keep_alive: float = 1.0
     history: History = field(init=False)
     world: World = field(init=False)
 
@@ -93,18 +169,27 @@ class RestateRuntime:
         self._t0 = time.monotonic()
         self.history.bind_clock(self.now)
         self._random = random.Random(self.ctx.seed)
+        self._lock = threading.RLock()
         self._deployments: list[_Deployment] = []
-        self._resume_at: list[tuple[float, _Deployment]] = []
-        self._armed: dict[str, list[str]] = {}
-        self._arm_durations: dict[str, list[float]] = {}
+        self._resume_at: list[tuple[float, _Host]] = []
+        self._armed: dict[str, list[tuple[str, float]]] = {}
+        self._toxics: list[_Toxic] = []
+        self._toxic_count = 0
+        self._holds: list[threading.Thread] = []
         self._closed = False
         self._invocations: dict[str, str] = {}
-        self.pg = PostgresServer()
+        self._services: tuple[str, ...] = ()
+        self.pg = PostgresServer(settings=_PG_SETTINGS)
         self.toxiproxy = ToxiproxyServer()
         ingress = self.restate_ingress_url or os.environ.get(INGRESS_ENV)
         admin = self.restate_admin_url or os.environ.get(ADMIN_ENV)
-        self.restate = (RestateServer.external(ingress, admin) if ingress and admin
-                        else RestateServer())
+        if bool(ingress) != bool(admin):
+            raise UsageError(f"give both the Restate ingress and admin URLs ({INGRESS_ENV} "
+                             f"and {ADMIN_ENV}), or neither to let the harness start its own")
+        self.external = bool(ingress and admin)
+        self.restate = (RestateServer.external(str(ingress), str(admin)) if self.external
+                        else RestateServer(http2_keep_alive_interval=self.keep_alive,
+                                           http2_keep_alive_timeout=self.keep_alive))
         self.world_server = WorldServer(self.history, now=self.now,
                                         model_latency=self.model_latency,
                                         deployment_of=self._deployment_of,
@@ -126,17 +211,17 @@ class RestateRuntime:
         self.restate.start()
         self.world_server.start()
         toxi = self.toxiproxy.client
-        self._pg_proxy_port = free_port()
-        toxi.create_proxy("pg", self._pg_proxy_port, f"127.0.0.1:{self.pg.port}")
-        self._world_proxy_port = free_port()
-        toxi.create_proxy("world", self._world_proxy_port, f"127.0.0.1:{self.world_server.port}")
+        self._pg_proxy = toxi.create_proxy("pg", 0, f"127.0.0.1:{self.pg.port}")
+        self._world_proxy = toxi.create_proxy("world", 0,
+                                              f"127.0.0.1:{self.world_server.port}")
         self.store = PostgresThreadLogStore(self.pg.conninfo)
         asyncio.run(self.store.ensure_schema())
         self.history.add("restate.started", data={
-            "seconds": round(time.monotonic() - started, 3),
-            "external": self.restate.process is None,
+            "seconds": round(time.monotonic() - started, 3), "external": self.external,
             "ingress": self.restate.ingress_url, "admin": self.restate.admin_url})
         self.deploy("v1")
+        if self.external:
+            self._clean_restate("before the run")
         self._t0 = time.monotonic()
         self.history.bind_clock(self.now)
 
@@ -147,23 +232,50 @@ class RestateRuntime:
         if self._closed:
             return
         self._closed = True
-        external = getattr(self.restate, "_external", False)
+        for thread in self._holds:
+            thread.join(timeout=15)
+        groups = [h.worker.process for d in self._deployments for h in d.hosts
+                  if h.worker._group is not None]
+        if self.external and self._services:
+            with contextlib.suppress(Exception):
+                self._clean_restate("after the run")
+        stop_groups(groups, 5.0, term_grace=0.3)
         for dep in self._deployments:
-            if dep.worker.alive:
-                try:
-                    dep.worker.resume()
-                except Exception:
-                    pass
-            dep.worker.stop()
-            if external and dep.id:
-                try:
+            dep.listener.close()
+            if self.external and dep.id:
+                with contextlib.suppress(Exception):
                     self.restate.admin.delete_deployment(dep.id)
-                except Exception:
-                    pass
         self.world_server.stop()
         self.restate.stop()
         self.toxiproxy.stop()
         self.pg.stop()
+
+    def _clean_restate(self, when: str) -> None:
+        """On a user's Restate server: kill what is left of this app's invocations and clear
+        its virtual objects' state, so that runs do not see each other's leftovers."""
+        admin = self.restate.admin
+        names = ", ".join(f"'{s}'" for s in self._services)
+        left = admin.query(f"SELECT id FROM sys_invocation WHERE status <> 'completed' "
+                           f"AND target_service_name IN ({names})")
+        for row in left:
+            with contextlib.suppress(Exception):
+                admin.kill_invocation(str(row["id"]))
+        keys = admin.query(f"SELECT DISTINCT service_name, service_key FROM sys_state "
+                           f"WHERE service_name IN ({names})")
+        for row in keys:
+            admin.clear_state(str(row["service_name"]), str(row["service_key"]))
+
+        def clean() -> bool | None:
+            rows = admin.query(
+                f"SELECT (SELECT count(*) FROM sys_state WHERE service_name IN ({names})) "
+                f"+ (SELECT count(*) FROM sys_invocation WHERE status <> 'completed' AND "
+                f"target_service_name IN ({names})) AS n")
+            return True if int(rows[0].get("n", 0)) == 0 else None
+
+        wait_until(clean, timeout=15, what=f"cleanup of the Restate server {when}",
+                   interval=0.05)
+        self.history.add("restate.cleaned", data={
+            "when": when, "invocations_killed": len(left), "objects_cleared": len(keys)})
 
     # -- driving --------------------------------------------------------------------------
 
@@ -190,20 +302,28 @@ class RestateRuntime:
         self.restate.admin.send("Controller", "cancel", session, {})
 
     def finish(self) -> None:
-        """Wait (bounded) until Restate has nothing left to run, then record the thread logs."""
+        """Heal what is still broken, wait (bounded) until Restate has nothing of this app
+        left to run, then record the thread logs."""
+        self._heal_all()
+        with self._lock:
+            pending, self._resume_at = self._resume_at, []
+        for _, host in pending:
+            self._resume(host)
+        for thread in self._holds:
+            thread.join(timeout=15)
         admin = self.restate.admin
 
         def quiet() -> bool | None:
             self._tick()
             rows = admin.query("SELECT count(*) AS n FROM sys_invocation "
-                               "WHERE status <> 'completed'")
+                               f"WHERE status <> 'completed' AND {self._ours()}")
             return True if int(rows[0].get("n", 0)) == 0 else None
 
         try:
             wait_until(quiet, timeout=self.drain_timeout, what="Restate invocations",
                        interval=self.poll_interval)
         except TimeoutError as exc:
-            left = admin.invocations("status <> 'completed'")
+            left = admin.invocations(f"status <> 'completed' AND {self._ours()}")
             self.history.add("restate.not_quiet", data={"error": str(exc), "left": left[:20]})
         self._tick()
         asyncio.run(self._record_logs())
@@ -214,23 +334,29 @@ class RestateRuntime:
             for entry in await self.store.read(thread_id):
                 self.history.add("threadlog.committed", session=thread_id, epoch=entry.epoch,
                                  data={"seq": entry.seq, "owner": entry.owner,
-                                       "kind": entry.kind})
+                                       "kind": entry.kind, "entry": entry.payload.get("id")})
             current = await self.store.current(thread_id)
             if current is not None:
                 self.history.add("threadlog.owner", session=thread_id, epoch=current.epoch,
                                  data={"owner": current.owner})
 
+    def _ours(self) -> str:
+        if not self._services:
+            return "true"
+        return "target_service_name IN (" + ", ".join(f"'{s}'" for s in self._services) + ")"
+
     # -- the operator ---------------------------------------------------------------------
 
     def _tick(self) -> None:
         now = self.now()
-        for item in list(self._resume_at):
-            due, dep = item
-            if due <= now:
+        with self._lock:
+            due = [item for item in self._resume_at if item[0] <= now]
+            for item in due:
                 self._resume_at.remove(item)
-                if dep.worker.alive:
-                    dep.worker.resume()
-                    self.history.add("host.resumed", host=dep.host, deployment=dep.id)
+        for _, host in due:
+            self._resume(host)
+        self._heal_due(now)
+        self._restart_crashed()
         self._observe_invocations()
         if not any(d.superseded and not d.drained for d in self._deployments):
             return
@@ -244,18 +370,42 @@ class RestateRuntime:
                 self.history.add("restate.pinned", deployment=dep.id,
                                  data={"deployment": dep.id, "count": count,
                                        "version": dep.version})
-            if count == 0 and not any(d is dep for _, d in self._resume_at):
+            with self._lock:
+                resuming = any(h.deployment is dep for _, h in self._resume_at)
+            if count == 0 and not resuming:
                 dep.drained = True
                 self.history.add("deployment.drained", deployment=dep.id,
                                  data={"version": dep.version, "source": "sys_invocation"})
-                dep.worker.stop()
+                stop_groups([h.worker.process for h in dep.hosts if h.worker._group],
+                            5.0, term_grace=0.3)
+                dep.listener.close()
+
+    def _resume(self, host: _Host) -> None:
+        if host.worker.alive:
+            host.worker.resume()
+            self.history.add("host.resumed", host=host.name, deployment=host.deployment.id)
+
+    def _restart_crashed(self) -> None:
+        """A host that died (it crashed itself at a fault point) restarts, same version."""
+        for dep in self._deployments:
+            if dep.drained:
+                continue
+            for host in dep.hosts:
+                if host.worker.alive or host.restarts >= _MAX_RESTARTS:
+                    continue
+                host.restarts += 1
+                code = host.worker.process.returncode
+                host.worker.spawn()
+                self.history.add("host.restarted", host=host.name, deployment=dep.id,
+                                 data={"exit": code, "restarts": host.restarts})
 
     def _observe_invocations(self) -> None:
         """Invocation lifecycle as Restate's `sys_invocation` shows it (source of truth for
         pinning): started (pinned to a deployment), suspended, resumed, completed."""
         rows = self.restate.admin.query(
             "SELECT id, target, status, pinned_deployment_id FROM sys_invocation "
-            "WHERE status <> 'completed' AND pinned_deployment_id IS NOT NULL")
+            f"WHERE status <> 'completed' AND pinned_deployment_id IS NOT NULL AND "
+            f"{self._ours()}")
         current = {str(r["id"]): r for r in rows}
         for inv_id, row in current.items():
             status = str(row.get("status"))
@@ -276,35 +426,49 @@ class RestateRuntime:
 
     def _deployment_of(self, host: str) -> str | None:
         for dep in self._deployments:
-            if dep.host == host:
-                return dep.id or None
+            for h in dep.hosts:
+                if h.name == host:
+                    return dep.id or None
         return None
 
-    # -- capabilities ---------------------------------------------------------------------
+    # -- capabilities: deploy, gc-pause, crash ----------------------------------------------
 
     def deploy(self, version: str) -> str:
-        version = version or f"v{len(self._deployments) + 1}"
-        host = f"{version}-w{len(self._deployments) + 1}"
-        env = {
-            "DURABLE_CHAOS_VERSION": version,
-            "DURABLE_CHAOS_VARIANT": self.variant,
-            "DURABLE_CHAOS_WORLD_URL": f"http://127.0.0.1:{self._world_proxy_port}",
-            "DURABLE_CHAOS_OBSERVER_URL": self.world_server.url,
-            "DURABLE_CHAOS_PG": (f"host=127.0.0.1 port={self._pg_proxy_port} user=postgres "
-                                 "dbname=postgres"),
-            "DURABLE_CHAOS_CONFIG": json.dumps({
-                "hand_off_after": self.config.hand_off_after, "max_wait": self.config.max_wait,
-                "max_steps_per_turn": self.config.max_steps_per_turn}),
-            "DURABLE_CHAOS_HOST": host,
-        }
-        worker = WorkerProcess("reference_impl.worker:app", env=env, name=f"worker-{host}",
-                               pythonpath=[_REPO_ROOT], cwd=_REPO_ROOT)
-        dep = _Deployment(version, host, worker)
+        index = len(self._deployments) + 1
+        version = version or f"v{index}"
+        dep = _Deployment(version, index, SharedListener())
         self._deployments.append(dep)
-        worker.start()
-        dep.id = self.restate.admin.register_deployment(worker.url)
-        self.history.add("deployment.registered", deployment=dep.id, host=host,
-                         data={"version": version, "hosts": [host], "endpoint": worker.url})
+        config = json.dumps({
+            "hand_off_after": self.config.hand_off_after, "max_wait": self.config.max_wait,
+            "max_steps_per_turn": self.config.max_steps_per_turn})
+        for i in range(1, max(1, self.ctx.hosts) + 1):
+            name = f"dep{index}.h{i}"
+            env = {
+                "DURABLE_CHAOS_VERSION": version,
+                "DURABLE_CHAOS_VARIANT": self.variant,
+                "DURABLE_CHAOS_WORLD_URL": f"http://127.0.0.1:{self._world_proxy.listen_port}",
+                "DURABLE_CHAOS_OBSERVER_URL": self.world_server.url,
+                "DURABLE_CHAOS_PG": (f"host=127.0.0.1 port={self._pg_proxy.listen_port} "
+                                     "user=postgres dbname=postgres"),
+                "DURABLE_CHAOS_CONFIG": config,
+                "DURABLE_CHAOS_HOST": name,
+            }
+            worker = WorkerProcess("reference_impl.worker:app", env=env, name=f"worker-{name}",
+                                   pythonpath=[_REPO_ROOT], cwd=_REPO_ROOT,
+                                   listener=dep.listener)
+            dep.hosts.append(_Host(name, worker, dep))
+        for host in dep.hosts:  # start in parallel, then wait for each
+            host.worker.spawn()
+        for host in dep.hosts:
+            host.worker.wait_ready()
+        dep.id = self.restate.admin.register_deployment(dep.listener.url)
+        if not self._services:
+            rows = self.restate.admin.query(
+                f"SELECT name FROM sys_service WHERE deployment_id = '{dep.id}'")
+            self._services = tuple(sorted(str(r["name"]) for r in rows))
+        self.history.add("deployment.registered", deployment=dep.id, host=dep.hosts[0].name,
+                         data={"version": version, "hosts": [h.name for h in dep.hosts],
+                               "endpoint": dep.listener.url})
         for old in self._deployments[:-1]:
             if not old.superseded:
                 old.superseded = True
@@ -313,74 +477,223 @@ class RestateRuntime:
         self._tick()
         return dep.id
 
-    def _select(self, selector: str) -> _Deployment:
-        live = [d for d in self._deployments if not d.drained]
+    def _live(self) -> list[_Deployment]:
+        return [d for d in self._deployments if not d.drained]
+
+    def _select(self, selector: str) -> _Host:
         for dep in self._deployments:
-            if selector in (dep.host, dep.id):
-                return dep
+            for host in dep.hosts:
+                if selector == host.name:
+                    return host
+            if selector == dep.id:
+                return dep.hosts[0]
+        live = self._live()
+        latest = live[-1]
         if selector == "owner":
+            hosts = {h.name: h for d in live for h in d.hosts}
             for record in reversed(self.history.records):
-                if record.kind == "threadlog.assigned" and record.host:
-                    for dep in live:
-                        if dep.host == record.host:
-                            return dep
-            return live[-1]
+                if record.kind == "threadlog.assigned" and record.host in hosts:
+                    return hosts[record.host]
+            return latest.hosts[0]
         if selector == "any":
-            return self._random.choice(live)
-        if selector.startswith("latest"):
-            return live[-1]
-        raise UsageError(f"unknown host {selector!r}: use 'owner', 'any', 'latest/1' or one "
-                         f"of {[d.host for d in self._deployments]}")
+            return self._random.choice(latest.hosts)
+        if selector == "latest":
+            return latest.hosts[0]
+        if selector.startswith("latest/"):
+            number = selector.split("/", 1)[1]
+            if number.isdigit() and 1 <= int(number) <= len(latest.hosts):
+                return latest.hosts[int(number) - 1]
+        names = [h.name for d in self._deployments for h in d.hosts]
+        raise UsageError(f"unknown host {selector!r}: use 'owner', 'any', 'latest/N' (N from 1 "
+                         f"to {len(latest.hosts)}) or one of {names}")
 
     def pause_host(self, host: str, duration: float) -> str:
-        dep = self._select(host)
-        dep.worker.pause()
-        self._resume_at.append((self.now() + scale_time(duration, self.config), dep))
-        return dep.host
+        target = self._select(host)
+        target.worker.pause()
+        until = self.now() + scale_time(duration, self.config)
+        with self._lock:
+            self._resume_at.append((until, target))
+        self.history.add("host.paused", host=target.name, deployment=target.deployment.id,
+                         data={"until": round(until, 3)})
+        return target.name
 
     def crash_host(self, host: str) -> str:
-        dep = self._select(host)
-        dep.worker.restart(kill=True)
-        self.history.add("host.restarted", host=dep.host, deployment=dep.id)
-        return dep.host
+        target = self._select(host)
+        target.worker.restart(kill=True)
+        self.history.add("host.restarted", host=target.name, deployment=target.deployment.id)
+        return target.name
+
+    # -- capabilities: fault points ---------------------------------------------------------
 
     def arm(self, point: str, action: str, duration: float, times: int) -> None:
-        self._armed.setdefault(point, []).extend([action] * times)
-        self._arm_durations.setdefault(point, []).extend([duration] * times)
+        """At the next `times` arrivals at `point`: "pause" (the worker stops itself, the
+        harness resumes it after `duration`), "crash" (it kills itself; the harness restarts
+        it), or "reset-after-commit" (only at a thread-log append point: the append goes on,
+        its COMMIT is held at the server once it is durable, and Toxiproxy resets the
+        worker's connection in place of the answer, so the worker cannot know the outcome)."""
+        if action not in ("pause", "crash", RESET_AFTER_COMMIT):
+            raise UsageError(f"unknown fault-point action {action!r}: use 'pause', 'crash' or "
+                             f"'{RESET_AFTER_COMMIT}'")
+        if action == RESET_AFTER_COMMIT and point not in _APPEND_POINTS:
+            raise UsageError(f"'{RESET_AFTER_COMMIT}' needs a thread-log append point: one of "
+                             f"{list(_APPEND_POINTS)}")
+        with self._lock:
+            self._armed.setdefault(point, []).extend([(action, duration)] * times)
 
     def _fault_point(self, point: str, host: str, pid: int) -> str | None:
-        # Called from the world server's thread while a worker waits for the answer.
-        armed = self._armed.get(point)
-        if not armed:
+        # Called from a world-server thread while the worker waits for the answer.
+        with self._lock:
+            armed = self._armed.get(point)
+            if not armed:
+                return None
+            action, duration = armed.pop(0)
+            target = next((h for d in self._deployments for h in d.hosts if h.name == host),
+                          None)
+            if action == "pause" and target is not None:
+                self._resume_at.append((self.now() + scale_time(duration, self.config),
+                                        target))
+        if action == RESET_AFTER_COMMIT:
+            self._hold_next_commit(host)
             return None
-        action = armed.pop(0)
-        duration = self._arm_durations[point].pop(0)
-        if action == "pause":
-            for dep in self._deployments:
-                if dep.host == host:
-                    self._resume_at.append((self.now() + scale_time(duration, self.config), dep))
         return action
 
-    # network faults (not yet scheduled by the runner: call directly)
-    def toxic(self, proxy: Literal["pg", "world"], kind: str, **attributes: int) -> str:
-        toxi = self.toxiproxy.client
-        if kind == "down":
-            toxi.down(proxy)
-            return "down"
-        return toxi.add_toxic(proxy, kind, dict(attributes))
+    # -- reset after commit ---------------------------------------------------------------
 
-    def heal(self, proxy: Literal["pg", "world"]) -> None:
+    @contextlib.contextmanager
+    def _pg_admin(self) -> Iterator[Any]:
+        import psycopg
+
+        with psycopg.connect(self.pg.conninfo, autocommit=True, connect_timeout=5) as conn:
+            conn.execute("SET synchronous_commit = local")
+            yield conn
+
+    def _set_commit_hold(self, on: bool) -> None:
+        """Switch synchronous_commit for every session (the harness's own excepted) and
+        wait until the postmaster has passed the change on to the running sessions."""
+        import psycopg
+
+        value = "on" if on else "local"
+        with self._pg_admin() as conn:
+            conn.execute(f"ALTER SYSTEM SET synchronous_commit = '{value}'")
+            conn.execute("SELECT pg_reload_conf()")
+
+        def applied() -> bool | None:
+            # A new session starts from the postmaster's settings, and the postmaster signals
+            # the running sessions as soon as it has reloaded them.
+            with psycopg.connect(self.pg.conninfo, connect_timeout=5) as probe:
+                row = probe.execute("SHOW synchronous_commit").fetchone()
+            return True if row is not None and row[0] == value else None
+
+        wait_until(applied, timeout=10, what=f"synchronous_commit = {value}", interval=0.01)
+
+    def _hold_next_commit(self, host: str) -> None:
+        self._set_commit_hold(True)
+        thread = threading.Thread(target=self._reset_after_commit, args=(host,),
+                                  name="reset-after-commit", daemon=True)
+        self._holds.append(thread)
+        thread.start()
+
+    def _reset_after_commit(self, host: str) -> None:
+        """Once the worker's COMMIT waits at the server (durable locally, held for a
+        standby that never comes), put a reset on the PostgreSQL link's answers, release the
+        COMMIT and let its answer hit the reset; then take the reset away."""
+        data: dict[str, Any] = {"host": host}
         toxi = self.toxiproxy.client
-        toxi.up(proxy)
-        toxi.remove_toxics(proxy)
+        toxic: str | None = None
+        try:
+            with self._pg_admin() as conn:
+                def waiting() -> int | None:
+                    row = conn.execute("SELECT pid FROM pg_stat_activity "
+                                       "WHERE wait_event = 'SyncRep' LIMIT 1").fetchone()
+                    return None if row is None else int(row[0])
+
+                pid = wait_until(waiting, timeout=10, what="a COMMIT held at the server",
+                                 interval=0.01)
+                data["backend"] = pid
+                toxic = toxi.add_reset_peer("pg", 0, stream="downstream")
+                self._set_commit_hold(False)
+                conn.execute("SELECT pg_cancel_backend(%s)", (pid,))
+
+                def gone() -> bool | None:
+                    row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                       (pid,)).fetchone()
+                    return True if row is not None and row[0] == 0 else None
+
+                wait_until(gone, timeout=10, what="the reset of the held connection",
+                           interval=0.01)
+                data["outcome"] = "committed at the server; the answer was reset"
+        except Exception as exc:
+            data["error"] = f"{type(exc).__name__}: {exc}"
+            with contextlib.suppress(Exception):
+                self._set_commit_hold(False)
+        finally:
+            if toxic is not None:
+                with contextlib.suppress(Exception):
+                    toxi.remove_toxic("pg", toxic)
+            self.history.add("network.reset_after_commit", "info", host=host,
+                             deployment=self._deployment_of(host), data=data)
+
+    # -- capabilities: network ------------------------------------------------------------
+
+    def toxic(self, link: str, kind: str, duration: float) -> None:
+        if link not in LINKS:
+            raise UsageError(f"unknown link {link!r}: use one of {list(LINKS)}")
+        if kind not in TOXICS:
+            raise UsageError(f"unknown network fault {kind!r}: use one of {list(TOXICS)}")
+        real = scale_time(duration, self.config)
+        toxi = self.toxiproxy.client
+        self._toxic_count += 1
+        name = f"{kind}_{self._toxic_count}"
+        if kind == "down":
+            toxi.down(link)
+        elif kind == "latency":
+            toxi.add_toxic(link, "latency", {"latency": self.toxic_latency_ms, "jitter": 0},
+                           toxic_name=name)
+        elif kind == "timeout":
+            # Nothing gets through, and the connections close when the fault ends.
+            toxi.add_toxic(link, "timeout", {"timeout": max(1, round(real * 1000))},
+                           toxic_name=name)
+        else:
+            toxi.add_toxic(link, "reset_peer", {"timeout": 0}, toxic_name=name)
+        until = self.now() + real
+        with self._lock:
+            self._toxics.append(_Toxic(link, kind, name, until))
+        self.history.add("network.toxic", data={"link": link, "kind": kind,
+                                                "until": round(until, 3), "toxic": name})
+
+    def _heal(self, toxic: _Toxic) -> None:
+        toxi = self.toxiproxy.client
+        if toxic.kind == "down":
+            if not any(t.link == toxic.link and t.kind == "down" for t in self._toxics):
+                toxi.up(toxic.link)
+        else:
+            with contextlib.suppress(Exception):
+                toxi.remove_toxic(toxic.link, toxic.name)
+        self.history.add("network.healed", data={"link": toxic.link, "kind": toxic.kind,
+                                                 "toxic": toxic.name})
+
+    def _heal_due(self, now: float) -> None:
+        with self._lock:
+            due = [t for t in self._toxics if t.until <= now]
+            for t in due:
+                self._toxics.remove(t)
+        for t in due:
+            self._heal(t)
+
+    def _heal_all(self) -> None:
+        with self._lock:
+            due, self._toxics = self._toxics, []
+        for t in due:
+            self._heal(t)
 
     def process_groups(self) -> list[int]:
         """Process group ids this runtime started (for leak checks)."""
-        groups = [d.worker.process.pgid for d in self._deployments if d.worker._group]
-        for comp in (self.restate.process, self.toxiproxy.process):
+        groups: list[ProcessGroup] = [h.worker.process for d in self._deployments
+                                      for h in d.hosts if h.worker._group is not None]
+        for comp in (self.restate.process, self.toxiproxy.process, self.pg.process):
             if comp is not None:
-                groups.append(comp.pgid)
-        return groups
+                groups.append(comp)
+        return [g.pgid for g in groups]
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,12 @@ from types import FrameType, TracebackType
 
 __all__ = [
     "ProcessGroup",
+    "group_members",
     "install_cleanup_handlers",
     "live_groups",
+    "scratch_dir",
     "stop_all",
+    "stop_groups",
 ]
 
 _PR_SET_PDEATHSIG = 1
@@ -99,6 +102,11 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
+def group_members(pgid: int) -> list[int]:
+    """Pids of process group `pgid` that are still running (not zombies)."""
+    return _group_members(pgid)
+
+
 class ProcessGroup:
     """A child started in a new session (so its own process group), with logs in `log_dir`.
 
@@ -107,6 +115,8 @@ class ProcessGroup:
     child exits, so start long-lived groups from a thread that outlives them (the main thread),
     or pass `die_with_parent=False`. Without `log_dir`, logs go to a fresh temp dir that is
     kept for post-mortems. Grandchildren do not inherit it; they go with the group on `stop`/`kill`.
+    `user` runs the child as that user (its primary group, no supplementary groups); the death
+    signal is set after the switch, since a change of credentials clears it.
     """
 
     def __init__(
@@ -120,6 +130,7 @@ class ProcessGroup:
         cwd: str | os.PathLike[str] | None = None,
         pass_fds: Sequence[int] = (),
         die_with_parent: bool = True,
+        user: str | None = None,
     ) -> None:
         if not argv:
             raise ValueError("argv is empty")
@@ -138,6 +149,15 @@ class ProcessGroup:
             full_env.update(env)
         self._owner_pid = os.getpid()
         self._paused = False
+        # Popen switches user and group before it calls preexec_fn, which then sets the death
+        # signal under the new credentials.
+        uid = gid = None
+        groups: list[int] | None = None
+        if user is not None:
+            import pwd
+
+            entry = pwd.getpwnam(user)
+            uid, gid, groups = entry.pw_uid, entry.pw_gid, []
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self._popen: subprocess.Popen[bytes] = subprocess.Popen(
                 self.argv,
@@ -149,6 +169,9 @@ class ProcessGroup:
                 start_new_session=True,
                 pass_fds=tuple(pass_fds),
                 preexec_fn=_make_preexec(self._owner_pid) if die_with_parent else None,
+                user=uid,
+                group=gid,
+                extra_groups=groups,
             )
         _register(self)
 
@@ -352,6 +375,13 @@ def live_groups() -> list[ProcessGroup]:
         return [g for g in _LIVE.values() if g._owner_pid == os.getpid()]
 
 
+def stop_groups(
+    groups: Iterable[ProcessGroup], timeout: float = 5.0, *, term_grace: float | None = None
+) -> None:
+    """`ProcessGroup.stop` for several groups at once: they stop in parallel."""
+    _stop_groups(groups, _phases(timeout, term_grace))
+
+
 def stop_all(timeout: float = 3.0) -> None:
     """Stop every live group this process started (TERM, INT, KILL, all in parallel)."""
     groups = live_groups()
@@ -396,3 +426,43 @@ def _make_handler(
             os.kill(os.getpid(), sig)
 
     return handler
+
+
+# -- scratch directories ----------------------------------------------------------------------
+
+_SHM = Path("/dev/shm")
+_SCRATCH_MARK = "durable-chaos-"
+
+
+def _scratch_root() -> Path:
+    # Data directories of throwaway servers (PostgreSQL's ~1000 files) are many small writes:
+    # on a virtual disk a copy takes seconds, on tmpfs a few hundred milliseconds.
+    if _SHM.is_dir() and os.access(_SHM, os.W_OK | os.X_OK):
+        return _SHM
+    return Path(tempfile.gettempdir())
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A fresh directory for a throwaway server's data, on tmpfs when the machine has one.
+
+    Its name carries this process's pid, so directories left by a harness that was killed
+    (no cleanup ran) are removed by the next one that asks for a directory.
+    """
+    root = _scratch_root()
+    _sweep(root)
+    return Path(tempfile.mkdtemp(prefix=f"{_SCRATCH_MARK}{os.getpid()}-{prefix}", dir=root))
+
+
+def _sweep(root: Path) -> None:
+    for entry in root.glob(f"{_SCRATCH_MARK}*"):
+        owner = entry.name[len(_SCRATCH_MARK):].split("-", 1)[0]
+        if not owner.isdigit() or int(owner) == os.getpid():
+            continue
+        try:
+            os.kill(int(owner), 0)
+        except ProcessLookupError:
+            import shutil
+
+            shutil.rmtree(entry, ignore_errors=True)
+        except PermissionError:
+            continue

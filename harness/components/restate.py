@@ -212,6 +212,18 @@ class AdminClient:
             f"FROM sys_invocation WHERE {where} ORDER BY created_at"
         )
 
+    def kill_invocation(self, invocation_id: str) -> None:
+        """Terminate an invocation at once (no compensation, its callers get an error)."""
+        self._request("PATCH", f"{self.admin_url}/invocations/{_quote(invocation_id)}/kill")
+
+    def clear_state(self, service: str, key: str) -> None:
+        """Replace the K/V state of virtual object `service`/`key` with nothing.
+
+        Applied asynchronously by the server (202).
+        """
+        self._request("POST", f"{self.admin_url}/services/{_quote(service)}/state",
+                      body={"object_key": key, "new_state": {}})
+
     def resume_invocation(self, invocation_id: str, *, deployment: str = "latest") -> None:
         """Resume a paused invocation, optionally moving it to another deployment."""
         self._request(
@@ -302,10 +314,18 @@ class RestateServer:
     Test-friendly defaults: suspension after 1 s without progress (`inactivity_timeout`),
     abort of an unresponsive attempt 5 s later (`abort_timeout`), fast retries, and 4
     partitions (the default 24 only slows startup on a small machine).
+
+    `http2_keep_alive_interval` / `http2_keep_alive_timeout` (the invoker's HTTP/2 pings to
+    deployments, 40 s / 20 s by default) bound how long Restate keeps using a connection to a
+    worker that stopped answering (a SIGSTOPped process still has its socket open, so nothing
+    else tells Restate it is gone): only once the ping times out does it drop the connection,
+    and its retries open a new one, which another process serving the same endpoint accepts.
     """
 
     inactivity_timeout: Duration = 1.0
     abort_timeout: Duration = 5.0
+    http2_keep_alive_interval: Duration | None = None
+    http2_keep_alive_timeout: Duration | None = None
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
     num_partitions: int = 4
     extra_config: str = ""
@@ -384,6 +404,8 @@ class RestateServer:
             "[worker.invoker]",
             f"inactivity-timeout = {_toml_str(_duration(self.inactivity_timeout))}",
             f"abort-timeout = {_toml_str(_duration(self.abort_timeout))}",
+            *_optional("http2-keep-alive-interval", self.http2_keep_alive_interval),
+            *_optional("http2-keep-alive-timeout", self.http2_keep_alive_timeout),
             "",
             "[default-retry-policy]",
             f"initial-interval = {_toml_str(_duration(retry.initial_interval))}",
@@ -509,6 +531,10 @@ def _wait_fatal(probe: Callable[[], bool | None], *, timeout: float, what: str) 
     wait_until(guarded, timeout=timeout, what=what)
     if fatal:
         raise fatal[0]
+
+
+def _optional(name: str, value: Duration | None) -> list[str]:
+    return [] if value is None else [f"{name} = {_toml_str(_duration(value))}"]
 
 
 def _toml_str(value: str) -> str:

@@ -4,11 +4,18 @@
 the master leaves the child serving. Ready means the port answers an HTTP request (a
 restate-sdk endpoint answers `GET /health` with 200; any HTTP status counts, so other ASGI apps
 work too). A worker is a deployment: kill it and restart it on the same port to model a crash.
+
+Several workers can serve one endpoint (one deployment, several hosts): `SharedListener` is
+a listening socket the harness owns and hands to each of them (`listen_fd`, hypercorn's
+`--bind fd://N`); they all accept from its one queue, so a worker that is paused or dead takes
+no new connection and the others take them all, as behind a load balancer. Each such worker
+also listens on a port of its own, where its readiness is checked.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -20,7 +27,38 @@ import httpx
 from harness.components.net import free_port, wait_until
 from harness.components.procs import ProcessGroup
 
-__all__ = ["WorkerProcess"]
+__all__ = ["SharedListener", "WorkerProcess"]
+
+
+class SharedListener:
+    """A listening TCP socket on 127.0.0.1 that several worker processes accept from."""
+
+    def __init__(self, backlog: int = 128) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(backlog)
+        self._sock: socket.socket | None = sock
+        self.port = int(sock.getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def fileno(self) -> int:
+        if self._sock is None:
+            raise RuntimeError("SharedListener is closed")
+        return self._sock.fileno()
+
+    def close(self) -> None:
+        """Stop listening: new connections are refused (workers keep their own copies open
+        until they exit)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def __repr__(self) -> str:
+        return f"<SharedListener {self.url}{' closed' if self._sock is None else ''}>"
 
 
 class WorkerProcess:
@@ -47,6 +85,7 @@ class WorkerProcess:
         startup_timeout: float = 30.0,
         python: str = sys.executable,
         extra_args: Sequence[str] = (),
+        listener: SharedListener | None = None,
     ) -> None:
         if ":" not in app:
             raise ValueError(f"app must be 'package.module:attribute', got {app!r}")
@@ -62,7 +101,9 @@ class WorkerProcess:
         self.startup_timeout = startup_timeout
         self.python = python
         self.extra_args = list(extra_args)
+        self.listener = listener
         self._group: ProcessGroup | None = None
+        self._spawned_at = 0.0
         self.startup_seconds: float | None = None
 
     @property
@@ -87,6 +128,7 @@ class WorkerProcess:
         return self._group is not None and self._group.alive
 
     def argv(self) -> list[str]:
+        shared = [] if self.listener is None else ["--bind", f"fd://{self.listener.fileno()}"]
         return [
             self.python,
             "-m",
@@ -94,6 +136,7 @@ class WorkerProcess:
             self.app,
             "--workers",
             "0",
+            *shared,
             "--bind",
             f"127.0.0.1:{self.port}",
             "--graceful-timeout",
@@ -105,6 +148,14 @@ class WorkerProcess:
         """Start (or restart, on the same port) and wait until the port answers HTTP."""
         if self._group is not None and self._group.alive:
             return self
+        self.spawn()
+        return self.wait_ready()
+
+    def spawn(self) -> WorkerProcess:
+        """Start the process without waiting for it (see `wait_ready`): several workers then
+        start in parallel."""
+        if self._group is not None and self._group.alive:
+            return self
         if not self.port:
             self.port = free_port()
         env = dict(self.env)
@@ -112,17 +163,23 @@ class WorkerProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
         # Unbuffered, so the log files show what the worker printed before a kill -9.
         env.setdefault("PYTHONUNBUFFERED", "1")
-        started = time.monotonic()
-        group = ProcessGroup(
-            self.argv(), name=self.name, log_dir=self.log_dir, env=env, cwd=self.cwd
+        self._spawned_at = time.monotonic()
+        fds = () if self.listener is None else (self.listener.fileno(),)
+        self._group = ProcessGroup(
+            self.argv(), name=self.name, log_dir=self.log_dir, env=env, cwd=self.cwd,
+            pass_fds=fds,
         )
-        self._group = group
+        return self
+
+    def wait_ready(self) -> WorkerProcess:
+        """Wait until the worker's own port answers HTTP (kills it if it never does)."""
+        group = self.process
         try:
             self._wait_ready(group)
         except BaseException:
             group.kill()
             raise
-        self.startup_seconds = time.monotonic() - started
+        self.startup_seconds = time.monotonic() - self._spawned_at
         return self
 
     def _wait_ready(self, group: ProcessGroup) -> None:
