@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import threading
 from collections.abc import Callable, Coroutine
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -53,7 +54,7 @@ class WorldServer:
         self.world = World(history, now=now, sleep=self._sleep, model_latency=model_latency,
                            effect_latency=effect_latency)
         self.world.provider.timeout = provider_timeout
-        server = ThreadingHTTPServer(("127.0.0.1", port), _make_handler(self))
+        server = _QuietServer(("127.0.0.1", port), _make_handler(self))
         server.daemon_threads = True
         self._server = server
         self._thread: threading.Thread | None = None
@@ -151,6 +152,16 @@ class WorldServer:
         return action
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Connections reset under a request (network faults on the world link) are expected:
+    they are not printed as server errors."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 def _make_handler(server: WorldServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -163,11 +174,16 @@ def _make_handler(server: WorldServer) -> type[BaseHTTPRequestHandler]:
             except Exception as exc:  # a bad request must not kill the server thread
                 status, payload = 500, {"error": f"{type(exc).__name__}: {exc}"}
             data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except ConnectionError:
+                # The caller is gone (a network fault between it and the world): what it
+                # asked for was done; whether it learns so is the fault's business.
+                self.close_connection = True
 
         def log_message(self, format: str, *args: Any) -> None:
             return None

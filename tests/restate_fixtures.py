@@ -94,10 +94,10 @@ def groups_gone(pgids: Iterable[int], timeout: float = 15.0) -> None:
         raise AssertionError(f"processes left running (pgid: pids): {left}") from None
 
 
-def of(history: History, kind: str, **where: object) -> list[Record]:
-    """Records of `kind` whose fields or data match `where`."""
+def of(history: History, record_kind: str, **where: object) -> list[Record]:
+    """Records of `record_kind` whose fields or data match `where`."""
     out = []
-    for r in history.of_kind(kind):
+    for r in history.of_kind(record_kind):
         if all(getattr(r, k, None) == v or r.data.get(k) == v for k, v in where.items()):
             out.append(r)
     return out

@@ -87,10 +87,10 @@ TOXICS: tuple[str, ...] = ("latency", "timeout", "reset_peer", "down")
 RESET_AFTER_COMMIT = "reset-after-commit"
 _APPEND_POINTS = ("threadlog.append.before_lock", "threadlog.append.locked")
 # PostgreSQL settings that let the harness hold one COMMIT at the server (see `arm`):
-# synchronous replication is configured, but no session waits for it unless the harness
-# switches synchronous_commit on for the duration of the hold.
+# synchronous replication to a standby that never comes is configured, but no session waits
+# for it unless the harness switches synchronous_commit on for the duration of the hold. Both
+# go through ALTER SYSTEM, not the command line, which would outrank later changes.
 _HOLD_STANDBY = "durable_chaos_hold"
-_PG_SETTINGS = {"synchronous_standby_names": _HOLD_STANDBY, "synchronous_commit": "local"}
 _MAX_RESTARTS = 20
 
 
@@ -179,7 +179,7 @@ class RestateRuntime:
         self._closed = False
         self._invocations: dict[str, str] = {}
         self._services: tuple[str, ...] = ()
-        self.pg = PostgresServer(settings=_PG_SETTINGS)
+        self.pg = PostgresServer()
         self.toxiproxy = ToxiproxyServer()
         ingress = self.restate_ingress_url or os.environ.get(INGRESS_ENV)
         admin = self.restate_admin_url or os.environ.get(ADMIN_ENV)
@@ -214,6 +214,7 @@ class RestateRuntime:
         self._pg_proxy = toxi.create_proxy("pg", 0, f"127.0.0.1:{self.pg.port}")
         self._world_proxy = toxi.create_proxy("world", 0,
                                               f"127.0.0.1:{self.world_server.port}")
+        self._set_commit_hold(False, standby=_HOLD_STANDBY)
         self.store = PostgresThreadLogStore(self.pg.conninfo)
         asyncio.run(self.store.ensure_schema())
         self.history.add("restate.started", data={
@@ -553,7 +554,11 @@ class RestateRuntime:
                 self._resume_at.append((self.now() + scale_time(duration, self.config),
                                         target))
         if action == RESET_AFTER_COMMIT:
-            self._hold_next_commit(host)
+            try:
+                self._hold_next_commit(host)
+            except Exception as exc:  # the worker must not wait on a broken harness
+                self.history.add("network.reset_after_commit", "info", host=host,
+                                 data={"error": f"{type(exc).__name__}: {exc}"})
             return None
         return action
 
@@ -567,7 +572,7 @@ class RestateRuntime:
             conn.execute("SET synchronous_commit = local")
             yield conn
 
-    def _set_commit_hold(self, on: bool) -> None:
+    def _set_commit_hold(self, on: bool, *, standby: str | None = None) -> None:
         """Switch synchronous_commit for every session (the harness's own excepted) and
         wait until the postmaster has passed the change on to the running sessions."""
         import psycopg
@@ -575,6 +580,8 @@ class RestateRuntime:
         value = "on" if on else "local"
         with self._pg_admin() as conn:
             conn.execute(f"ALTER SYSTEM SET synchronous_commit = '{value}'")
+            if standby is not None:
+                conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{standby}'")
             conn.execute("SELECT pg_reload_conf()")
 
         def applied() -> bool | None:
@@ -584,7 +591,7 @@ class RestateRuntime:
                 row = probe.execute("SHOW synchronous_commit").fetchone()
             return True if row is not None and row[0] == value else None
 
-        wait_until(applied, timeout=10, what=f"synchronous_commit = {value}", interval=0.01)
+        wait_until(applied, timeout=5, what=f"synchronous_commit = {value}", interval=0.01)
 
     def _hold_next_commit(self, host: str) -> None:
         self._set_commit_hold(True)
