@@ -63,6 +63,8 @@ from reference_impl.ports import Config
 from reference_impl.threadlog_pg import PostgresThreadLogStore
 
 __all__ = [
+    "ADMIN_ENV",
+    "INGRESS_ENV",
     "LINKS",
     "TOXICS",
     "NaiveRestateAdapter",
@@ -70,6 +72,7 @@ __all__ = [
     "ReferenceRestateAdapter",
     "RestateRuntime",
     "scale_time",
+    "use_restate",
 ]
 
 INGRESS_ENV = "DURABLE_CHAOS_RESTATE_INGRESS_URL"
@@ -107,6 +110,19 @@ class NetworkFaults(Protocol):
         link refuses connections and closes the open ones).
         """
         ...
+
+
+def use_restate(ingress_url: str | None, admin_url: str | None) -> None:
+    """Point the Restate adapters of this process at a Restate server the user runs (what
+    `--restate-ingress-url` / `--restate-admin-url` do): both URLs, or neither."""
+    if ingress_url is None and admin_url is None:
+        return
+    if not ingress_url or not admin_url:
+        raise UsageError("give both --restate-ingress-url and --restate-admin-url (the "
+                         "ingress, e.g. http://127.0.0.1:8080, and the admin API, e.g. "
+                         "http://127.0.0.1:9070), or neither to let the harness start its own")
+    os.environ[INGRESS_ENV] = ingress_url
+    os.environ[ADMIN_ENV] = admin_url
 
 
 def scale_time(t: float, scaled: Config = SCALED, unscaled: Config = UNSCALED) -> float:
@@ -261,14 +277,14 @@ class RestateRuntime:
         for row in left:
             with contextlib.suppress(Exception):
                 admin.kill_invocation(str(row["id"]))
-        keys = admin.query(f"SELECT DISTINCT service_name, service_key FROM sys_state "
+        keys = admin.query(f"SELECT DISTINCT service_name, service_key FROM state "
                            f"WHERE service_name IN ({names})")
         for row in keys:
             admin.clear_state(str(row["service_name"]), str(row["service_key"]))
 
         def clean() -> bool | None:
             rows = admin.query(
-                f"SELECT (SELECT count(*) FROM sys_state WHERE service_name IN ({names})) "
+                f"SELECT (SELECT count(*) FROM state WHERE service_name IN ({names})) "
                 f"+ (SELECT count(*) FROM sys_invocation WHERE status <> 'completed' AND "
                 f"target_service_name IN ({names})) AS n")
             return True if int(rows[0].get("n", 0)) == 0 else None
