@@ -40,9 +40,11 @@ import contextlib
 import json
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -95,6 +97,37 @@ _APPEND_POINTS = ("threadlog.append.before_lock", "threadlog.append.locked")
 # go through ALTER SYSTEM, not the command line, which would outrank later changes.
 _HOLD_STANDBY = "durable_chaos_hold"
 _MAX_RESTARTS = 20
+# What the real path runs through in the harness's process: its own modules, event loops,
+# subprocess, socket servers and the database and HTTP clients (see `_real_clock`).
+_REAL_TIME_MODULES = (
+    "harness.adapters.restate", "harness.components", "harness.world_server", "asyncio",
+    "concurrent", "subprocess", "socketserver", "http.server", "selectors", "threading",
+    "psycopg", "httpx", "httpcore", "h11", "anyio",
+)
+
+
+@contextlib.contextmanager
+def _real_clock() -> Iterator[None]:
+    """Real time for the real path, even inside a freezegun freezer.
+
+    The suite runner freezes the wall clock for the whole suite so that simulated handlers
+    read virtual time; that freezer also stops `time.monotonic`, which event loops, socket
+    and database timeouts and this runtime's scaled time all need to move. freezegun answers
+    with the real clock to callers from the modules of its ignore list: the real path's are
+    added to the active freezer's list while a runtime is open, and taken away after.
+    """
+    api = sys.modules.get("freezegun.api")
+    lists: list[tuple[str, ...]] | None = getattr(api, "ignore_lists", None)
+    if not lists:
+        yield
+        return
+    index, before = len(lists) - 1, lists[-1]
+    lists[index] = tuple(before) + _REAL_TIME_MODULES
+    try:
+        yield
+    finally:
+        if len(lists) > index:
+            lists[index] = before
 
 
 @runtime_checkable
@@ -181,6 +214,8 @@ class RestateRuntime:
     world: World = field(init=False)
 
     def __post_init__(self) -> None:
+        self._exit = ExitStack()
+        self._exit.enter_context(_real_clock())
         self.history = self.ctx.history
         self._t0 = time.monotonic()
         self.history.bind_clock(self.now)
@@ -249,6 +284,12 @@ class RestateRuntime:
         if self._closed:
             return
         self._closed = True
+        try:
+            self._stop_everything()
+        finally:
+            self._exit.close()
+
+    def _stop_everything(self) -> None:
         for thread in self._holds:
             thread.join(timeout=15)
         groups = [h.worker.process for d in self._deployments for h in d.hosts
@@ -256,16 +297,19 @@ class RestateRuntime:
         if self.external and self._services:
             with contextlib.suppress(Exception):
                 self._clean_restate("after the run")
-        stop_groups(groups, 5.0, term_grace=0.3)
-        for dep in self._deployments:
-            dep.listener.close()
-            if self.external and dep.id:
+        try:
+            stop_groups(groups, 5.0, term_grace=0.3)
+            for dep in self._deployments:
+                dep.listener.close()
+                if self.external and dep.id:
+                    with contextlib.suppress(Exception):
+                        self.restate.admin.delete_deployment(dep.id)
+        finally:
+            # Whatever failed above, the servers go too.
+            for stop in (self.world_server.stop, self.restate.stop, self.toxiproxy.stop,
+                         self.pg.stop):
                 with contextlib.suppress(Exception):
-                    self.restate.admin.delete_deployment(dep.id)
-        self.world_server.stop()
-        self.restate.stop()
-        self.toxiproxy.stop()
-        self.pg.stop()
+                    stop()
 
     def _clean_restate(self, when: str) -> None:
         """On a user's Restate server: kill what is left of this app's invocations and clear
