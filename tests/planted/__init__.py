@@ -1,0 +1,32 @@
+"""Planted bugs: variants of the reference implementation that the harness must catch.
+
+One module per bug, each exposing `ADAPTER` (a `SimAdapter`, usable as
+`--adapter tests.planted.<module>:ADAPTER`) and `INVARIANT` (the checker that must catch it).
+Each is the reference app with the smallest change that breaks its invariant; see the
+module's docstring for what changed. They live with the tests, never in a shipped package.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+MODULES: tuple[str, ...] = (
+    "duplicate_model_call",
+    "duplicate_email",
+    "pinning_minutes",
+    "busy_ignores_waiting",
+    "unfenced_append",
+    "expiry_not_scheduled",
+    "rerun_skips_access",
+    "recovery_fresh_key",
+    "queue_in_memory",
+)
+
+
+def load(name: str) -> ModuleType:
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def all_bugs() -> list[ModuleType]:
+    return [load(name) for name in MODULES]

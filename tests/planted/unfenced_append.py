@@ -1,0 +1,68 @@
+"""fencing: the thread log's append skips the epoch check.
+
+The store takes the control row, but does not compare the writer's epoch (and owner) with it:
+a host that paused, was fenced off by a new owner and wakes up still lands its append, under
+its stale epoch, after the new owner's entries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from harness.adapters.sim import SimAdapter
+from reference_impl import faultpoints
+from reference_impl.app import build_app
+from reference_impl.binding import App
+from reference_impl.ports import Ports
+from reference_impl.threadlog import (
+    InMemoryThreadLogStore,
+    LogEntry,
+    TransactionAborted,
+    _copy_json,
+)
+
+INVARIANT = "fencing"
+
+
+class _UnfencedStore(InMemoryThreadLogStore):
+    """`InMemoryThreadLogStore.append` without the epoch check, nothing else changed."""
+
+    async def append(
+        self, thread_id: str, epoch: int, owner: str, kind: str, payload: dict[str, Any]
+    ) -> LogEntry:
+        await faultpoints.reach("threadlog.append.before_lock")
+        thread = self._thread(thread_id)
+        txn = self._lock(thread, thread_id)
+        try:
+            # (the reference raises StaleEpoch here unless (epoch, owner) is the control row)
+            await faultpoints.reach("threadlog.append.locked")
+            if txn.terminated or self._expired(txn):
+                raise TransactionAborted(
+                    f"append to thread {thread_id!r} by {owner!r} at epoch {epoch}: the "
+                    "transaction was idle too long holding the control row and was terminated"
+                )
+            entry = LogEntry(
+                thread_id, len(thread.entries) + 1, epoch, owner, kind, _copy_json(payload)
+            )
+            thread.entries.append(entry)
+            return entry
+        finally:
+            self._unlock(thread, txn)
+
+
+def _unfenced(store: Any) -> Any:
+    if not isinstance(store, InMemoryThreadLogStore):
+        raise TypeError(f"{__name__} plants its bug in InMemoryThreadLogStore, not {store!r}")
+    # The same database (same state), seen through the append without the check.
+    view = object.__new__(_UnfencedStore)
+    view.__dict__ = store.__dict__
+    return view
+
+
+def build(ports: Ports, version: str = "v1") -> App:
+    return build_app(replace(ports, threadlog=_unfenced(ports.threadlog)), version)
+
+
+ADAPTER = SimAdapter("planted-unfenced-append", "thread-log append without the epoch check",
+                     build)
