@@ -155,7 +155,7 @@ def wall_clock_follows(clock: VirtualClock) -> Iterator[None]:
 
     freezer = None
     if not fapi.freeze_factories:
-        freezer = freezegun.freeze_time(clock.wall(), tick=False)
+        freezer = freezegun.freeze_time(clock.wall(), tick=False, ignore=["hypothesis"])
         freezer.start()
     factory: Any = fapi.freeze_factories[-1]
     factory.move_to(clock.wall())
