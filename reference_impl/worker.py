@@ -17,7 +17,7 @@ Every port is an HTTP client of the world; a failed or timed-out model call is a
 whose answer never came (a connection reset or a read timeout, e.g. a Toxiproxy `reset_peer`
 after the world committed the effect) has an unknown outcome: the worker tells the harness
 (`world.outcome_unknown`, an `info` record) before the error goes on. So does an append whose
-COMMIT was sent when the connection to PostgreSQL was lost (`threadlog.unknown`).
+COMMIT was sent when the connection to PostgreSQL was lost (`pg.outcome_unknown`).
 
 The thread-log store finishes an append it has started even when Restate abandons the
 attempt: restate-sdk cancels an abandoned attempt's `run` tasks as soon as the process sees
@@ -195,8 +195,8 @@ class HarnessStore:
             return await self.store.append(thread_id, epoch, owner, kind, payload)
         except CommitOutcomeUnknown as exc:
             entry = payload.get("id")
-            self.world.emit("threadlog.unknown",
-                            event_id=f"threadlog.unknown:{thread_id}:{epoch}:{entry}",
+            self.world.emit("pg.outcome_unknown",
+                            event_id=f"pg.outcome_unknown:{thread_id}:{epoch}:{entry}",
                             record_type="info", session=thread_id, epoch=epoch, owner=owner,
                             entry=entry, detail=str(exc))
             raise

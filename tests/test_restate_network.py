@@ -4,7 +4,7 @@ committed, and the `NetworkFaults` capability.
 - PostgreSQL: the first append's COMMIT is held at the server once it is durable, Toxiproxy
   resets the worker's connection in place of the answer (`arm(..., "reset-after-commit")`).
   The worker cannot know whether its entry is in the log: the harness records that as an
-  `info` record (`threadlog.unknown`); the retry finds the entry committed and does not write
+  `info` record (`pg.outcome_unknown`); the retry finds the entry committed and does not write
   it again.
 - The world: a `reset_peer` on the world link for 3 minutes of scenario time (3 s here). The
   model provider produced and billed the completion, then the answer was reset: each call is
@@ -31,7 +31,7 @@ from restate_fixtures import (
 )
 
 from harness.adapters.base import RunContext
-from harness.adapters.restate import SCALED, UNSCALED, NetworkFaults, RestateRuntime, scale_time
+from harness.adapters.restate import NetworkFaults, RestateRuntime, scale_time, unscale_time
 from harness.history import History
 from harness.schedules.scenario_file import parse_scenario
 
@@ -81,7 +81,7 @@ def test_reset_after_commit_is_unknown_and_nothing_is_duplicated() -> None:
     reset = of(history, "network.reset_after_commit")
     assert len(reset) == 1 and reset[0].type == "info", reset
     assert "error" not in reset[0].data and "committed" in reset[0].data["outcome"], reset[0]
-    unknown = of(history, "threadlog.unknown")
+    unknown = of(history, "pg.outcome_unknown")
     assert len(unknown) == 1 and unknown[0].type == "info", unknown
     entry, epoch = unknown[0].data["entry"], unknown[0].epoch
     log = assert_linear(history, "s1")
@@ -104,15 +104,6 @@ def test_reset_after_commit_is_unknown_and_nothing_is_duplicated() -> None:
     groups_gone(runtime.process_groups())
 
 
-def _scenario_time(real: float) -> float:
-    """The inverse of `scale_time`: the scenario time that maps to `real` seconds."""
-    h0, h1 = UNSCALED.hand_off_after, SCALED.hand_off_after
-    m0, m1 = UNSCALED.max_wait, SCALED.max_wait
-    if real <= h1:
-        return real * h0 / h1
-    return h0 + (real - h1) * (m0 - h0) / (m1 - h1)
-
-
 def test_network_faults_capability_applies_and_heals_each_kind() -> None:
     adapter = Capturing()
     runtime = adapter.open(RunContext(seed=0, history=History(wall=time.time), hosts=1))
@@ -122,7 +113,7 @@ def test_network_faults_capability_applies_and_heals_each_kind() -> None:
         through_proxy = (f"host=127.0.0.1 port={runtime._pg_proxy.listen_port} "
                          "user=postgres dbname=postgres connect_timeout=3")
         for kind in ("latency", "timeout", "reset_peer", "down"):
-            applied = runtime.now()
+            applied = runtime.elapsed()
             runtime.toxic("pg", kind, 60.0)  # one minute of scenario time: one second here
             if kind == "down":
                 assert toxi.get_proxy("pg").enabled is False
@@ -135,11 +126,11 @@ def test_network_faults_capability_applies_and_heals_each_kind() -> None:
                 with psycopg.connect(through_proxy) as conn:
                     conn.execute("SELECT 1").fetchone()
                 assert time.monotonic() - started >= runtime.toxic_latency_ms / 1000
-            runtime.advance(_scenario_time(applied + 1.05))
+            runtime.advance(unscale_time(applied + 1.05))
             assert toxi.toxics("pg") == [] and toxi.get_proxy("pg").enabled, kind
         with psycopg.connect(through_proxy) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
-        assert abs(scale_time(_scenario_time(7.5)) - 7.5) < 1e-9
+        assert abs(scale_time(unscale_time(7.5)) - 7.5) < 1e-9
         healed = [r.data["kind"] for r in runtime.history.of_kind("network.healed")]
         assert healed == ["latency", "timeout", "reset_peer", "down"]
     finally:

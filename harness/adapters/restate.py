@@ -20,7 +20,8 @@ default) or the invoker's abort timeout.
 Time is real and scaled: scenario time maps onto real seconds piecewise-linearly so that
 `hand_off_after` (5 min) lands on the scaled `hand_off_after` (5 s) and `max_wait` (8 days)
 on the scaled `max_wait` (25 s); `check_config()` gives the checkers the same thresholds.
-History times are real seconds since the run started.
+`now()` and `advance()` speak schedule time (the runner's and the scenario files'); history
+times are real seconds since the run started (`elapsed()`).
 
 The operator retires a superseded deployment (stops its workers) once Restate's own
 `sys_invocation` shows nothing pinned to it; each change in that count is recorded as
@@ -74,6 +75,7 @@ __all__ = [
     "ReferenceRestateAdapter",
     "RestateRuntime",
     "scale_time",
+    "unscale_time",
     "use_restate",
 ]
 
@@ -168,6 +170,15 @@ def scale_time(t: float, scaled: Config = SCALED, unscaled: Config = UNSCALED) -
     return h1 + (t - h0) * (m1 - h1) / (m0 - h0)
 
 
+def unscale_time(real: float, scaled: Config = SCALED, unscaled: Config = UNSCALED) -> float:
+    """Real seconds -> scenario seconds (the inverse of `scale_time`)."""
+    h0, h1 = unscaled.hand_off_after, scaled.hand_off_after
+    m0, m1 = unscaled.max_wait, scaled.max_wait
+    if real <= h1:
+        return real * h0 / h1
+    return h0 + (real - h1) * (m0 - h0) / (m1 - h1)
+
+
 @dataclass(eq=False)
 class _Host:
     name: str
@@ -218,7 +229,7 @@ class RestateRuntime:
         self._exit.enter_context(_real_clock())
         self.history = self.ctx.history
         self._t0 = time.monotonic()
-        self.history.bind_clock(self.now)
+        self.history.bind_clock(self.elapsed)
         self._random = random.Random(self.ctx.seed)
         self._lock = threading.RLock()
         self._deployments: list[_Deployment] = []
@@ -241,7 +252,7 @@ class RestateRuntime:
         self.restate = (RestateServer.external(str(ingress), str(admin)) if self.external
                         else RestateServer(http2_keep_alive_interval=self.keep_alive,
                                            http2_keep_alive_timeout=self.keep_alive))
-        self.world_server = WorldServer(self.history, now=self.now,
+        self.world_server = WorldServer(self.history, now=self.elapsed,
                                         model_latency=self.model_latency,
                                         deployment_of=self._deployment_of,
                                         on_fault_point=self._fault_point)
@@ -275,10 +286,15 @@ class RestateRuntime:
         if self.external:
             self._clean_restate("before the run")
         self._t0 = time.monotonic()
-        self.history.bind_clock(self.now)
+        self.history.bind_clock(self.elapsed)
+
+    def elapsed(self) -> float:
+        """Real seconds since the run started: the history's time."""
+        return time.monotonic() - self._t0
 
     def now(self) -> float:
-        return time.monotonic() - self._t0
+        """Schedule time (the time of scenario files) the run has reached."""
+        return unscale_time(self.elapsed(), self.config)
 
     def close(self) -> None:
         if self._closed:
@@ -344,7 +360,7 @@ class RestateRuntime:
         target = scale_time(until, self.config)
         while True:
             self._tick()
-            remaining = target - self.now()
+            remaining = target - self.elapsed()
             if remaining <= 0:
                 return
             time.sleep(min(self.poll_interval, remaining))
@@ -409,7 +425,7 @@ class RestateRuntime:
     # -- the operator ---------------------------------------------------------------------
 
     def _tick(self) -> None:
-        now = self.now()
+        now = self.elapsed()
         with self._lock:
             due = [item for item in self._resume_at if item[0] <= now]
             for item in due:
@@ -456,6 +472,8 @@ class RestateRuntime:
                     continue
                 host.restarts += 1
                 code = host.worker.process.returncode
+                self.history.add("host.crashed", host=host.name, deployment=dep.id,
+                                 data={"exit": code})
                 host.worker.spawn()
                 self.history.add("host.restarted", host=host.name, deployment=dep.id,
                                  data={"exit": code, "restarts": host.restarts})
@@ -571,7 +589,7 @@ class RestateRuntime:
     def pause_host(self, host: str, duration: float) -> str:
         target = self._select(host)
         target.worker.pause()
-        until = self.now() + scale_time(duration, self.config)
+        until = self.elapsed() + scale_time(duration, self.config)
         with self._lock:
             self._resume_at.append((until, target))
         self.history.add("host.paused", host=target.name, deployment=target.deployment.id,
@@ -580,7 +598,9 @@ class RestateRuntime:
 
     def crash_host(self, host: str) -> str:
         target = self._select(host)
-        target.worker.restart(kill=True)
+        target.worker.kill()
+        self.history.add("host.crashed", host=target.name, deployment=target.deployment.id)
+        target.worker.start()
         self.history.add("host.restarted", host=target.name, deployment=target.deployment.id)
         return target.name
 
@@ -611,7 +631,7 @@ class RestateRuntime:
             target = next((h for d in self._deployments for h in d.hosts if h.name == host),
                           None)
             if action == "pause" and target is not None:
-                self._resume_at.append((self.now() + scale_time(duration, self.config),
+                self._resume_at.append((self.elapsed() + scale_time(duration, self.config),
                                         target))
         if action == RESET_AFTER_COMMIT:
             try:
@@ -722,7 +742,7 @@ class RestateRuntime:
                            toxic_name=name)
         else:
             toxi.add_toxic(link, "reset_peer", {"timeout": 0}, toxic_name=name)
-        until = self.now() + real
+        until = self.elapsed() + real
         with self._lock:
             self._toxics.append(_Toxic(link, kind, name, until))
         self.history.add("network.toxic", data={"link": link, "kind": kind,
