@@ -42,6 +42,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -241,8 +242,10 @@ class RestateRuntime:
         self._closed = False
         self._invocations: dict[str, str] = {}
         self._services: tuple[str, ...] = ()
+        # The logs of the run's workers and Toxiproxy, kept after the run for post-mortems.
+        self.log_dir = Path(tempfile.mkdtemp(prefix="durable-chaos-run-"))
         self.pg = PostgresServer()
-        self.toxiproxy = ToxiproxyServer()
+        self.toxiproxy = ToxiproxyServer(log_dir=self.log_dir)
         ingress = self.restate_ingress_url or os.environ.get(INGRESS_ENV)
         admin = self.restate_admin_url or os.environ.get(ADMIN_ENV)
         if bool(ingress) != bool(admin):
@@ -281,7 +284,8 @@ class RestateRuntime:
         asyncio.run(self.store.ensure_schema())
         self.history.add("restate.started", data={
             "seconds": round(time.monotonic() - started, 3), "external": self.external,
-            "ingress": self.restate.ingress_url, "admin": self.restate.admin_url})
+            "ingress": self.restate.ingress_url, "admin": self.restate.admin_url,
+            "logs": str(self.log_dir)})
         self.deploy("v1")
         if self.external:
             self._clean_restate("before the run")
@@ -534,7 +538,7 @@ class RestateRuntime:
             }
             worker = WorkerProcess("reference_impl.worker:app", env=env, name=f"worker-{name}",
                                    pythonpath=[_REPO_ROOT], cwd=_REPO_ROOT,
-                                   listener=dep.listener)
+                                   listener=dep.listener, log_dir=self.log_dir)
             dep.hosts.append(_Host(name, worker, dep))
         for host in dep.hosts:  # start in parallel, then wait for each
             host.worker.spawn()

@@ -174,7 +174,10 @@ class PostgresServer:
             self.port = free_port()
             argv = [str(binaries.postgres), "-D", str(self.data_dir), "-h", self.host,
                     "-p", str(self.port), "-k", str(self.base_dir)]
-            for name, value in self.settings.items():
+            # Dynamic shared memory as files in the data directory, which goes with it: POSIX
+            # segments in /dev/shm would outlive a postmaster that was killed.
+            settings = {"dynamic_shared_memory_type": "mmap", **self.settings}
+            for name, value in settings.items():
                 argv += ["-c", f"{name}={value}"]
             group = ProcessGroup(argv, name="postgres", log_dir=self.base_dir,
                                  cwd=self.base_dir, user=user)

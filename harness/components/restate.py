@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -24,7 +23,7 @@ from typing import Any, Literal
 import httpx
 
 from harness.components.net import free_port, wait_until
-from harness.components.procs import ProcessGroup
+from harness.components.procs import ProcessGroup, scratch_dir
 
 __all__ = [
     "AdminClient",
@@ -421,7 +420,7 @@ class RestateServer:
         if self._external or self._group is not None:
             return self
         binary = self.binary or find_restate_server()
-        self._base_dir = Path(tempfile.mkdtemp(prefix="durable-chaos-restate-"))
+        self._base_dir = scratch_dir("restate-")
         log_dir = self.log_dir or self._base_dir
         started = time.monotonic()
         for attempt in range(_BIND_RETRIES):
