@@ -48,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--report-dir", default="reports", metavar="DIR",
                        help="where histories, index.html and junit.xml go (default: reports)")
         p.add_argument("--quiet", action="store_true", help="no progress display")
+        p.add_argument("--restate-ingress-url", default=None, metavar="URL",
+                       help="a Restate server you run: its ingress, e.g. http://127.0.0.1:8080 "
+                       "(with --restate-admin-url; env DURABLE_CHAOS_RESTATE_INGRESS_URL)")
+        p.add_argument("--restate-admin-url", default=None, metavar="URL",
+                       help="its admin API, e.g. http://127.0.0.1:9070 "
+                       "(env DURABLE_CHAOS_RESTATE_ADMIN_URL)")
 
     run = sub.add_parser("run", help="run the scenarios and generated schedules",
                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -164,6 +170,12 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(f"{name:20} {description}")
         print(f"{'module:attribute':20} your own adapter (see README, 'Test your own runtime')")
         return 0
+    ingress = getattr(args, "restate_ingress_url", None)
+    admin = getattr(args, "restate_admin_url", None)
+    if ingress or admin:
+        from harness.adapters.restate import use_restate
+
+        use_restate(ingress, admin)  # a UsageError unless both are given
     adapters = args.adapter or ["reference"]
     for spec in adapters:
         load_adapter(spec)  # fail early, before anything runs

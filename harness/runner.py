@@ -206,6 +206,12 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[str],
                     step.get("duration"), step.get("times"))
         history.add("fault.arm", "info", data={"point": step.get("point"),
                                                "action": step.get("action")})
+    elif action == "network":
+        runtime.toxic(step.get("link"), step.get("kind"),  # type: ignore[attr-defined]
+                      step.get("duration"))
+        history.add("fault.network", "info", data={"link": step.get("link"),
+                                                   "kind": step.get("kind"),
+                                                   "duration": step.get("duration")})
     elif action == "clock-jump":
         runtime.clock_jump(step.get("duration"))  # type: ignore[attr-defined]
         history.add("fault.clock-jump", "info", data={"duration": step.get("duration")})
@@ -217,7 +223,7 @@ def _healed_at(schedule: Schedule) -> float | None:
         if not step.is_fault:
             continue
         end = step.at
-        if step.action in ("gc-pause", "arm", "clock-jump"):
+        if step.action in ("gc-pause", "arm", "clock-jump", "network"):
             end += float(step.get("duration") or 0.0)
         elif step.action == "crash":
             end += RESTART_AFTER
@@ -369,8 +375,8 @@ def explore(
 
     try:
         # One freezer for the whole search (starting freezegun costs more than a schedule);
-        # each run moves it to its own virtual time.
-        with wall_clock_follows(VirtualClock()):
+        # each run moves it to its own virtual time. Real runtimes keep real time.
+        with _suite_freezer(adapter):
             prop()
     except _OutOfTime:
         found.out_of_time = True
@@ -383,6 +389,18 @@ def explore(
         found.shrunk.append(final)
     found.wall_time = wall() - started
     return found
+
+
+@contextmanager
+def _suite_freezer(adapter: Adapter) -> Iterator[None]:
+    """One wall-clock freezer for many simulated runs (starting freezegun costs more than a
+    whole schedule); each run moves it to its own virtual time. A real runtime keeps the
+    real clock: its event loops, timeouts and scaled time must move."""
+    if adapter.engine != "sim":
+        yield
+        return
+    with wall_clock_follows(VirtualClock()):
+        yield
 
 
 def _schedule_from(outcome: RunOutcome) -> Schedule:
@@ -480,11 +498,11 @@ def run_suite(
     bar = Progress(total, stream, progress)
     if report_dir is not None:
         report_dir.mkdir(parents=True, exist_ok=True)
-    with ExitStack() as stack:
-        # One freezer for the whole suite: starting freezegun costs more than a schedule.
-        stack.enter_context(wall_clock_follows(VirtualClock()))
+    with ExitStack() as outer:
         try:
             for spec, adapter in adapters:
+                stack = outer.enter_context(ExitStack())
+                stack.enter_context(_suite_freezer(adapter))
                 options = RunOptions(adapter_spec=spec, report_dir=report_dir)
                 for scenario in scenarios:
                     if deadline is not None and wall() > deadline:
@@ -510,6 +528,7 @@ def run_suite(
                     if result.out_of_time:
                         bar.message(f"time budget spent after {result.examples} generated "
                                     "schedule(s)")
+                stack.close()
         except KeyboardInterrupt:
             complete = False
             bar.message("interrupted: writing the report of what ran so far")

@@ -99,3 +99,24 @@ def test_replay_of_a_saved_schedule(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["replay", str(scenario), "--report-dir", str(tmp_path), "--quiet"]) == 0
     assert main(["replay", "--report-dir", str(tmp_path)]) == 2
     assert "SCHEDULE.toml or --seed" in _one_line_error(capsys)
+
+
+def test_network_steps_parse_and_a_runtime_without_the_capability_skips_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "net.toml"
+    good.write_text('[[step]]\nat = "0s"\ndo = "message"\nsession = "s1"\n'
+                    '[[step]]\nat = "1s"\ndo = "network"\nlink = "pg"\nkind = "reset_peer"\n'
+                    'duration = "30s"\n')
+    outcome = run_schedule(load_adapter("reference"), load_scenario(good), RunOptions())
+    assert outcome.skipped_faults == ("network",)
+    assert all(r.valid is not False for r in outcome.results)
+    bad = tmp_path / "bad-net.toml"
+    bad.write_text('[[step]]\nat = "0s"\ndo = "network"\nlink = "dns"\nkind = "down"\n')
+    assert main(["run", "--scenarios", str(bad), "--schedules", "0", "--quiet"]) == 2
+    assert "field 'step[0].link'" in _one_line_error(capsys)
+
+
+def test_external_restate_needs_both_urls(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--restate-ingress-url", "http://127.0.0.1:1"]) == 2
+    assert "--restate-admin-url" in _one_line_error(capsys)

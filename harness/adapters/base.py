@@ -90,7 +90,29 @@ class ClockEffects(Protocol):
     def clock_jump(self, seconds: float) -> None: ...
 
 
+LINKS: tuple[str, ...] = ("pg", "world")
+"""Network links a runtime may expose: workers -> PostgreSQL ("pg"), workers -> the world
+("world": the model provider, outbox, ledger, identity, catalog and cards)."""
+TOXICS: tuple[str, ...] = ("latency", "timeout", "reset_peer", "down")
+
+
+@runtime_checkable
+class NetworkFaults(Protocol):
+    """A runtime whose network links can be degraded for a while (Toxiproxy)."""
+
+    def toxic(self, link: str, kind: str, duration: float) -> None:
+        """Degrade `link` with `kind` for `duration` seconds of scenario time, then heal it.
+
+        Kinds: "latency" (every answer delayed), "timeout" (nothing gets through, and the
+        connections are closed when the fault ends), "reset_peer" (every connection that
+        receives an answer is reset instead: the other side had done the work), "down" (the
+        link refuses connections and closes the open ones).
+        """
+        ...
+
+
 CAPABILITY_OF = {
+    "network": NetworkFaults,
     "gc-pause": Pausable,
     "crash": Crashable,
     "deploy": Redeployable,

@@ -49,9 +49,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
-from harness.adapters.base import RunContext
+from harness.adapters.base import LINKS, TOXICS, NetworkFaults, RunContext
 from harness.checkers.base import CheckConfig
 from harness.components.net import wait_until
 from harness.components.postgres import PostgresServer
@@ -88,10 +88,6 @@ SCALED = Config(hand_off_after=5.0, max_wait=25.0)
 UNSCALED = Config()
 Variant = Literal["reference", "naive"]
 
-LINKS: tuple[str, ...] = ("pg", "world")
-"""Toxiproxy links: workers -> PostgreSQL ("pg"), workers -> the world ("world", the model
-provider, outbox, ledger, identity, catalog and cards)."""
-TOXICS: tuple[str, ...] = ("latency", "timeout", "reset_peer", "down")
 RESET_AFTER_COMMIT = "reset-after-commit"
 _APPEND_POINTS = ("threadlog.append.before_lock", "threadlog.append.locked")
 # PostgreSQL settings that let the harness hold one COMMIT at the server (see `arm`):
@@ -131,21 +127,6 @@ def _real_clock() -> Iterator[None]:
     finally:
         if len(lists) > index:
             lists[index] = before
-
-
-@runtime_checkable
-class NetworkFaults(Protocol):
-    """A runtime whose network links can be degraded for a while (Toxiproxy)."""
-
-    def toxic(self, link: str, kind: str, duration: float) -> None:
-        """Degrade `link` with `kind` for `duration` seconds of scenario time, then heal it.
-
-        Kinds: "latency" (every answer delayed), "timeout" (nothing gets through, and the
-        connections are closed when the fault ends), "reset_peer" (every connection that
-        receives an answer is reset instead: the other side had done the work), "down" (the
-        link refuses connections and closes the open ones).
-        """
-        ...
 
 
 def use_restate(ingress_url: str | None, admin_url: str | None) -> None:

@@ -25,10 +25,11 @@ ACTIONS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
     "provider": (("fault",), {"times": 1}),
     "arm": (("point",), {"action": "crash", "duration": 120.0, "times": 1}),
     "clock-jump": (("duration",), {}),
+    "network": (("link", "kind"), {"duration": 60.0}),
 }
 
 FAULT_ACTIONS: Final = frozenset({"gc-pause", "crash", "deploy", "provider", "arm",
-                                  "clock-jump"})
+                                  "clock-jump", "network"})
 
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")

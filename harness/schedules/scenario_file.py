@@ -138,6 +138,15 @@ def _validate(action: str, params: dict[str, Any], where: str, here: str) -> Non
         if params["action"] not in ("crash", "pause"):
             raise ScenarioError(where, f"{here}.action", f"unknown action "
                                 f"{params['action']!r}", "use 'crash' or 'pause'")
+    if action == "network":
+        from harness.adapters.base import LINKS, TOXICS
+
+        if params["link"] not in LINKS:
+            raise ScenarioError(where, f"{here}.link", f"unknown link {params['link']!r}",
+                                f"use one of {list(LINKS)}")
+        if params["kind"] not in TOXICS:
+            raise ScenarioError(where, f"{here}.kind", f"unknown network fault "
+                                f"{params['kind']!r}", f"use one of {list(TOXICS)}")
     if action == "message":
         tools = params["tools"]
         if not isinstance(tools, list) or any(t not in DEFAULT_TOOLS for t in tools):
