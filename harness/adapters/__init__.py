@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 
 from harness.adapters.base import (
@@ -93,6 +95,10 @@ def load_adapter(spec: str) -> Adapter:
             "(see `durable-chaos adapters`)"
         )
     module_name, _, attr = spec.partition(":")
+    # Like uvicorn or pytest, a user's adapter module is found from the directory they run in.
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
