@@ -18,7 +18,8 @@ The control is the unmodified `reference` adapter over the same seeds and count:
 nothing (`--control`).
 
     python benchmarks/bug_finding.py [--seeds 0 1 2 3 4] [--count 200] [--bug NAME ...]
-                                     [--control] [--jobs 2] [--json]
+                                     [--size 2,5,5,2] [--control] [--jobs 2] [--json]
+    python benchmarks/bug_finding.py --quick   # the test's configuration: seed 5, 100, 2,5,5,2
 
 Wall time comes from `harness.runner.wall` (the real perf_counter, out of freezegun's reach).
 The machines are shared: timings are noisy, counts and lengths are exact (deterministic).
@@ -48,6 +49,7 @@ from tests import planted  # noqa: E402
 
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 DEFAULT_COUNT = 200
+QUICK_SIZE = Size(sessions=2, turns=5, faults=5, hosts=2)  # as in tests/test_planted_bugs.py
 
 
 def steps_of(outcome: RunOutcome) -> int:
@@ -110,9 +112,13 @@ def summarise(name: str, rows: list[dict[str, Any]], count: int) -> dict[str, An
 def measure(*, quick: bool = False, seeds: tuple[int, ...] = DEFAULT_SEEDS,
             count: int = DEFAULT_COUNT, bugs: tuple[str, ...] = planted.MODULES,
             control: bool = False, jobs: int = 1, size: Size | None = None) -> dict[str, Any]:
-    """Figures per bug (what `benchmarks/run_all.py` reads: {"bugs": {name: figures}})."""
+    """Figures per bug (what `benchmarks/run_all.py` reads: {"bugs": {name: figures}}).
+
+    `quick`: the configuration of tests/test_planted_bugs.py (seed 5, 100 schedules, the
+    small generator), about half a minute.
+    """
     if quick:
-        seeds = seeds[:3]
+        seeds, count, size = (5,), 100, QUICK_SIZE
     names = (*bugs, "reference") if control else bugs
     work = [(name, seed, count, size) for name in names for seed in seeds]
     if jobs > 1:
@@ -166,8 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default=None, metavar="S,T,F,H",
                         help="generator bounds: sessions,turns,faults,hosts (default: Size())")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--quick", action="store_true",
+                        help="the configuration of tests/test_planted_bugs.py only")
     args = parser.parse_args(argv)
-    result = measure(seeds=tuple(args.seeds), count=args.count,
+    result = measure(quick=args.quick, seeds=tuple(args.seeds), count=args.count,
                      bugs=tuple(args.bug or planted.MODULES), control=args.control,
                      jobs=args.jobs,
                      size=Size(*map(int, args.size.split(","))) if args.size else None)
