@@ -345,7 +345,7 @@ def explore(
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hyp_seed
 
-    from harness.schedules.generate import Size, schedules
+    from harness.schedules.generate import Size, schedules, seed_only
 
     found = Exploration([], [])
     quiet = replace(options, save_history=False)
@@ -376,7 +376,7 @@ def explore(
     try:
         # One freezer for the whole search (starting freezegun costs more than a schedule);
         # each run moves it to its own virtual time. Real runtimes keep real time.
-        with _suite_freezer(adapter):
+        with seed_only(), _suite_freezer(adapter):
             prop()
     except _OutOfTime:
         found.out_of_time = True

@@ -6,6 +6,8 @@ Hypothesis shrinks a failing schedule to a minimal one; it is printed as a scena
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,3 +93,35 @@ def _fault(draw: Any, at: float) -> Step:
                                 ("action", action), ("duration", duration), ("times", 1)))
     # A person who answers twice in quick succession (double click, two devices).
     return Step(at, "answer", (("session", "s1"), ("decision", "approve"), ("user", "alice")))
+
+
+@contextmanager
+def seed_only() -> Iterator[None]:
+    """Inside this block, Hypothesis generates from the seed alone.
+
+    Hypothesis (since 6.13x) also draws literals found in the source of the local modules
+    loaded at the time (`hypothesis.internal.conjecture.providers._get_local_constants`): the
+    schedules of one seed would then change with any edit of harness/ or reference_impl/, and
+    with which of their modules happen to be imported, so `durable-chaos replay --seed S`
+    would not rerun what `run --seed S` ran. Nothing changes if this Hypothesis has no such
+    thing (the patch is guarded).
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+    except ImportError:  # pragma: no cover - another Hypothesis
+        yield
+        return
+    original: Any = getattr(providers, "_get_local_constants", None)
+    cache: Any = getattr(providers, "CONSTANTS_CACHE", None)
+    if original is None or cache is None:  # pragma: no cover - another Hypothesis
+        yield
+        return
+    empty = Constants()
+    providers._get_local_constants = lambda: empty
+    cache.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+        cache.cache.clear()
