@@ -40,6 +40,15 @@ class AdapterContractError(DurableChaosError):
     """An adapter breaks the adapter contract (found before the chaos starts)."""
 
 
+class ComponentUnavailable(DurableChaosError):
+    """A real component (PostgreSQL, restate-server, Toxiproxy, Chromium) is not installed
+    here; the message names the make target or package that installs it."""
+
+
+class ComponentError(DurableChaosError):
+    """A real component answered with an error (an HTTP status, a failed page load)."""
+
+
 class SimulationError(DurableChaosError):
     """The simulator was driven into a state it cannot represent."""
 

@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.components.binaries import find_executable
 from harness.components.procs import ProcessGroup
+from harness.errors import ComponentError, ComponentUnavailable
 
 __all__ = [
     "CHROMIUM_FLAGS",
@@ -62,34 +64,19 @@ _SETTLE_JS = (
 )
 
 
-class ChromiumUnavailable(RuntimeError):
+class ChromiumUnavailable(ComponentUnavailable):
     """No chromium binary here; the message says how to install it."""
 
 
-class ChromiumError(RuntimeError):
+class ChromiumError(ComponentError):
     """Chromium failed to load or render the page."""
 
 
 def find_chromium() -> Path:
     """$DURABLE_CHAOS_CHROMIUM_BIN, else /usr/bin/chromium, else chromium on PATH."""
-    from_env = os.environ.get(BIN_ENV)
-    if from_env:
-        path = Path(from_env)
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise ChromiumUnavailable(
-                f"${BIN_ENV}={from_env} is not an executable file; unset it or {_INSTALL_HINT}"
-            )
-        return path
-    debian = Path("/usr/bin/chromium")
-    if debian.is_file() and os.access(debian, os.X_OK):
-        return debian
-    for name in ("chromium", "chromium-browser"):
-        found = shutil.which(name)
-        if found:
-            return Path(found)
-    raise ChromiumUnavailable(
-        f"chromium not found at /usr/bin/chromium nor on PATH; {_INSTALL_HINT}"
-    )
+    return find_executable("chromium", env_var=BIN_ENV, candidates=[Path("/usr/bin/chromium")],
+                           on_path=["chromium", "chromium-browser"],
+                           install_hint=_INSTALL_HINT, error=ChromiumUnavailable)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from types import TracebackType
 
 from harness.components.net import free_port, wait_until
 from harness.components.procs import ProcessGroup, scratch_dir
+from harness.errors import ComponentUnavailable
 
 __all__ = ["PostgresBinaries", "PostgresServer", "PostgresUnavailable", "find_binaries"]
 
@@ -41,7 +42,7 @@ _SERVER_USER = "postgres"
 _BIND_RETRIES = 3
 
 
-class PostgresUnavailable(RuntimeError):
+class PostgresUnavailable(ComponentUnavailable):
     """PostgreSQL cannot be started on this machine; the message says what is missing."""
 
 

@@ -10,7 +10,6 @@ partition N failed".
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 import urllib.parse
@@ -22,8 +21,10 @@ from typing import Any, Literal
 
 import httpx
 
+from harness.components.binaries import find_executable
 from harness.components.net import free_port, wait_until
 from harness.components.procs import ProcessGroup, scratch_dir
+from harness.errors import ComponentError, ComponentUnavailable
 
 __all__ = [
     "AdminClient",
@@ -46,11 +47,11 @@ Duration = float | str
 """Seconds as a number, or a Restate duration string such as "500ms" or "2s"."""
 
 
-class RestateUnavailable(RuntimeError):
+class RestateUnavailable(ComponentUnavailable):
     """restate-server cannot be started here; the message says how to install it."""
 
 
-class RestateError(RuntimeError):
+class RestateError(ComponentError):
     """An admin or ingress request answered with an error status."""
 
     def __init__(self, method: str, url: str, status: int, body: str) -> None:
@@ -60,18 +61,9 @@ class RestateError(RuntimeError):
 
 def find_restate_server() -> Path:
     """The restate-server binary: $DURABLE_CHAOS_RESTATE_BIN, else the npm package's."""
-    from_env = os.environ.get(BIN_ENV)
-    if from_env:
-        path = Path(from_env)
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise RestateUnavailable(
-                f"${BIN_ENV}={from_env} is not an executable file; unset it or {_INSTALL_HINT}"
-            )
-        return path
-    path = _REPO_ROOT / _NPM_BINARY
-    if path.is_file() and os.access(path, os.X_OK):
-        return path
-    raise RestateUnavailable(f"restate-server not found at {path}; {_INSTALL_HINT}")
+    return find_executable("restate-server", env_var=BIN_ENV,
+                           candidates=[_REPO_ROOT / _NPM_BINARY], install_hint=_INSTALL_HINT,
+                           error=RestateUnavailable)
 
 
 def _duration(value: Duration) -> str:

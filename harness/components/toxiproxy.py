@@ -8,7 +8,6 @@ silently. Here every error status raises `ToxiproxyError`.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +16,10 @@ from typing import Any, Literal
 
 import httpx
 
+from harness.components.binaries import find_executable
 from harness.components.net import free_port, wait_until
 from harness.components.procs import ProcessGroup
+from harness.errors import ComponentError, ComponentUnavailable
 
 __all__ = [
     "Proxy",
@@ -39,11 +40,11 @@ _BIND_RETRIES = 3
 Stream = Literal["upstream", "downstream"]
 
 
-class ToxiproxyUnavailable(RuntimeError):
+class ToxiproxyUnavailable(ComponentUnavailable):
     """The Toxiproxy server binary is missing; the message says how to build it."""
 
 
-class ToxiproxyError(RuntimeError):
+class ToxiproxyError(ComponentError):
     """The Toxiproxy API answered with an error status."""
 
     def __init__(self, method: str, url: str, status: int, body: str) -> None:
@@ -53,25 +54,10 @@ class ToxiproxyError(RuntimeError):
 
 def find_toxiproxy_server() -> Path:
     """$DURABLE_CHAOS_TOXIPROXY_BIN, else .tools/bin of this repository, else PATH."""
-    from_env = os.environ.get(BIN_ENV)
-    if from_env:
-        path = Path(from_env)
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise ToxiproxyUnavailable(
-                f"${BIN_ENV}={from_env} is not an executable file; unset it or {_INSTALL_HINT}"
-            )
-        return path
-    for candidate in _CANDIDATES:
-        path = _REPO_ROOT / candidate
-        if path.is_file() and os.access(path, os.X_OK):
-            return path
-    on_path = shutil.which("toxiproxy-server")
-    if on_path:
-        return Path(on_path)
-    raise ToxiproxyUnavailable(
-        f"toxiproxy-server not found in {_REPO_ROOT / _CANDIDATES[0].parent} nor on PATH; "
-        f"{_INSTALL_HINT}"
-    )
+    return find_executable("toxiproxy-server", env_var=BIN_ENV,
+                           candidates=[_REPO_ROOT / c for c in _CANDIDATES],
+                           on_path=["toxiproxy-server"], install_hint=_INSTALL_HINT,
+                           error=ToxiproxyUnavailable)
 
 
 @dataclass(frozen=True)
