@@ -42,29 +42,44 @@ _times = st.one_of(
 
 
 def schedules(size: Size = Size()) -> st.SearchStrategy[Schedule]:
+    # Each kind of step is a list Hypothesis can shrink element by element (a count drawn
+    # first, then a loop, would leave it unable to delete one step at a time).
     @st.composite
     def build(draw: Any) -> Schedule:
         sessions = draw(st.integers(1, size.sessions))
         session = st.integers(1, sessions).map(lambda i: f"s{i}")
-        steps: list[Step] = []
-        for i in range(draw(st.integers(1, size.turns))):
-            tools = draw(st.lists(st.sampled_from(_TOOLS), max_size=2))
-            steps.append(Step(draw(_times), "message", (
-                ("session", draw(session)), ("text", f"m{i + 1}"), ("tools", tools),
-                ("user", "alice"))))
-        for _ in range(draw(st.integers(0, size.turns))):
-            steps.append(Step(draw(_times), "answer", (
-                ("session", draw(session)),
-                ("decision", draw(st.sampled_from(("approve", "approve", "deny")))),
-                ("user", "alice"))))
-        for _ in range(draw(st.integers(0, 2))):
-            what = draw(st.sampled_from(("background", "revoke")))
-            if what == "background":
-                steps.append(Step(draw(_times), "background", (("session", draw(session)),)))
-            else:
-                steps.append(Step(draw(_times), "revoke", (("user", "alice"), ("tool", "*"))))
-        for _ in range(draw(st.integers(0, size.faults))):
-            steps.append(_fault(draw, draw(_times)))
+
+        @st.composite
+        def message(d: Any) -> Step:
+            tools = d(st.lists(st.sampled_from(_TOOLS), max_size=2))
+            return Step(d(_times), "message", (("session", d(session)), ("text", ""),
+                                               ("tools", tools), ("user", "alice")))
+
+        @st.composite
+        def answer(d: Any) -> Step:
+            decision = d(st.sampled_from(("approve", "approve", "deny")))
+            return Step(d(_times), "answer", (("session", d(session)),
+                                              ("decision", decision), ("user", "alice")))
+
+        @st.composite
+        def person(d: Any) -> Step:
+            if d(st.sampled_from(("background", "revoke"))) == "background":
+                return Step(d(_times), "background", (("session", d(session)),))
+            return Step(d(_times), "revoke", (("user", "alice"), ("tool", "*")))
+
+        @st.composite
+        def fault(d: Any) -> Step:
+            return _fault(d, d(_times))
+
+        messages = draw(st.lists(message(), min_size=1, max_size=size.turns))
+        steps: list[Step] = [
+            Step(m.at, m.action, tuple((k, f"m{i + 1}" if k == "text" else v)
+                                       for k, v in m.params))
+            for i, m in enumerate(messages)
+        ]
+        steps += draw(st.lists(answer(), max_size=size.turns))
+        steps += draw(st.lists(person(), max_size=2))
+        steps += draw(st.lists(fault(), max_size=size.faults))
         seed = draw(st.integers(0, 2**16))
         ordered = tuple(sorted(steps, key=lambda s: s.at))
         return Schedule(name=f"generated-{seed}", steps=ordered, seed=seed,
