@@ -179,7 +179,6 @@ class History:
             raise TypeError(f"History.add() got unexpected record fields {unknown}")
         records = self._records
         record = _new(Record)
-        _set_index(record, len(records))
         _set_time(record, self._clock() if time is None else time)
         _set_type(record, type)
         _set_kind(record, kind)
@@ -195,7 +194,11 @@ class History:
         _set_key(record, get("key"))
         _set_wall(record, self._wall() if self._wall is not None else None)
         _set_data(record, data or {})
-        records.append(record)
+        # The real path records from the world server's threads too: index and append are
+        # one step, so indexes stay unique and in order.
+        with self._lock:
+            _set_index(record, len(records))
+            records.append(record)
         for listener in self._listeners:
             listener(record)
         return record
