@@ -31,8 +31,7 @@ The lifecycle of the check, written once:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import partial
 from typing import Any, Final, NoReturn, TypeVar
 
@@ -134,15 +133,18 @@ class _Contract:
     # -- the lifecycle
 
     def check(self) -> None:
+        # Imported here: the plugin imports this module while pytest starts.
+        from harness.runner import follow_wall_clock, runtime_config
+
         self.face()
         adapter = self.adapter
         self.history = History(wall=None if adapter.engine == "sim" else time.time)
-        ctx = RunContext(seed=0, history=self.history, config=_runtime_config(adapter),
+        ctx = RunContext(seed=0, history=self.history, config=runtime_config(adapter),
                          hosts=2)
         runtime = self.call("open", "open(ctx)", lambda: adapter.open(ctx))
         failed = True
         try:
-            with _wall_clock_of(runtime):
+            with follow_wall_clock(runtime):
                 self.runtime_face(runtime)
                 self.conversation(runtime)
                 self.redeploy(runtime)
@@ -425,26 +427,3 @@ class _Contract:
 def _own_kind(kind: str) -> bool:
     namespace, dot, rest = kind.partition(".")
     return bool(dot and rest) and namespace not in NAMESPACES
-
-
-def _runtime_config(adapter: Adapter) -> Any:
-    config = getattr(adapter, "config", None)
-    if config is not None:
-        return config
-    from reference_impl.ports import Config
-
-    return Config()
-
-
-@contextmanager
-def _wall_clock_of(runtime: Any) -> Iterator[None]:
-    from harness.sim import Simulator
-
-    sim = getattr(runtime, "sim", None)
-    if isinstance(sim, Simulator):
-        from harness.clock import wall_clock_follows
-
-        with wall_clock_follows(sim.clock):
-            yield
-    else:
-        yield

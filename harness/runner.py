@@ -70,10 +70,10 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
     error: str | None = None
     runtime: Runtime | None = None
     ctx = RunContext(seed=schedule.seed, history=history,
-                     config=_runtime_config(adapter), hosts=schedule.hosts)
+                     config=runtime_config(adapter), hosts=schedule.hosts)
     try:
         runtime = adapter.open(ctx)
-        with _follow_wall_clock(runtime):
+        with follow_wall_clock(runtime):
             messages: dict[str, int] = {}
             for step in schedule.steps:
                 runtime.advance(step.at)
@@ -124,7 +124,8 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
     return _save(outcome, schedule, history, options)
 
 
-def _runtime_config(adapter: Adapter) -> Any:
+def runtime_config(adapter: Adapter) -> Any:
+    """The thresholds the adapter's runtime runs with (its `config`, else the defaults)."""
     config = getattr(adapter, "config", None)
     if config is not None:
         return config
@@ -134,7 +135,8 @@ def _runtime_config(adapter: Adapter) -> Any:
 
 
 @contextmanager
-def _follow_wall_clock(runtime: Runtime) -> Iterator[None]:
+def follow_wall_clock(runtime: Runtime) -> Iterator[None]:
+    """Handlers of a simulated runtime read its virtual time from the wall clock too."""
     sim = getattr(runtime, "sim", None)
     if isinstance(sim, Simulator):
         with wall_clock_follows(sim.clock):
