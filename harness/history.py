@@ -179,7 +179,6 @@ class History:
             raise TypeError(f"History.add() got unexpected record fields {unknown}")
         records = self._records
         record = _new(Record)
-        _set_time(record, self._clock() if time is None else time)
         _set_type(record, type)
         _set_kind(record, kind)
         get = fields.get
@@ -192,11 +191,13 @@ class History:
         _set_tool_call(record, get("tool_call"))
         _set_epoch(record, get("epoch"))
         _set_key(record, get("key"))
-        _set_wall(record, self._wall() if self._wall is not None else None)
         _set_data(record, data or {})
-        # The real path records from the world server's threads too: index and append are
-        # one step, so indexes stay unique and in order.
+        # The real path records from the world server's threads too: clock reads, index and
+        # append are one step, so indexes stay unique and times never go backwards (a clock
+        # read before the lock let a slower thread append an earlier time after a later one).
         with self._lock:
+            _set_time(record, self._clock() if time is None else time)
+            _set_wall(record, self._wall() if self._wall is not None else None)
             _set_index(record, len(records))
             records.append(record)
         for listener in self._listeners:
