@@ -1,18 +1,29 @@
 """`durable-chaos`: run the chaos suite, replay a failure, list adapters.
 
-Exit status: 0 no violation, 1 violations, 2 usage or configuration error (one line, no
-traceback).
+Exit status:
+  0    every run was judged and no invariant was violated
+  1    at least one invariant was violated (this outranks 3)
+  2    usage or configuration error: one line on stderr naming the option, file or field and
+       the fix, no traceback; a missing component or an adapter that cannot open is one
+  3    could not judge: some run(s) ended unknown (an adapter crashed or timed out, a checker
+       could not decide); `--allow-unknown` turns this into 0
+  130  interrupted (Ctrl-C), 143 terminated (SIGTERM): the report of what ran is written and
+       marked incomplete
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
-from harness.errors import UsageError
-from harness.outcome import SuiteOutcome
+from harness.errors import ComponentUnavailable, Terminated, UsageError
+from harness.outcome import SuiteOutcome, printable
 from harness.schedules.model import Schedule, parse_duration
 
 DEFAULT_SCENARIOS = "scenarios"
@@ -25,9 +36,16 @@ examples:
   durable-chaos replay --seed 7 --schedules 100           rerun a generated exploration
   durable-chaos adapters                     what --adapter accepts
 
-exit status: 0 no violation, 1 violations found, 2 usage or configuration error.
+exit status:
+  0    every run judged, no violation
+  1    violations found (outranks 3)
+  2    usage or configuration error (a missing component, an adapter that cannot open)
+  3    could not judge: some run(s) unknown (--allow-unknown: 0 instead)
+  130  interrupted (Ctrl-C); 143 terminated (SIGTERM): the report is marked incomplete
 The report is written to REPORT_DIR/index.html and REPORT_DIR/junit.xml.
 """
+
+EXIT_OK, EXIT_VIOLATIONS, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--report-dir", default="reports", metavar="DIR",
                        help="where histories, index.html and junit.xml go (default: reports)")
         p.add_argument("--quiet", action="store_true", help="no progress display")
+        p.add_argument("--allow-unknown", action="store_true",
+                       help="exit 0, not 3, when some runs could not be judged (unknown)")
+        p.add_argument("--run-timeout", default=None, metavar="SECONDS",
+                       help="wall-clock limit of one run, e.g. 90 or 10m; a run past it ends "
+                       "unknown and its runtime is closed; 'none' for no limit (default: "
+                       "60s on the simulator, 10m on a real engine)")
         p.add_argument("--restate-ingress-url", default=None, metavar="URL",
                        help="a Restate server you run: its ingress, e.g. http://127.0.0.1:8080 "
                        "(with --restate-admin-url; env DURABLE_CHAOS_RESTATE_INGRESS_URL)")
@@ -66,7 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", default="0", metavar="S",
                      help="seed of the generated schedules (default: 0)")
     run.add_argument("--time-budget", default=None, metavar="SECONDS",
-                     help="stop generating after this much wall time, e.g. 60 or 5m")
+                     help="stop generating after this much wall time, e.g. 60 or 5m (leave "
+                     "it out for no budget; 0 is an error)")
 
     replay = sub.add_parser("replay", help="rerun one saved schedule or one seed",
                             formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -92,14 +117,50 @@ def _int(value: str, option: str) -> int:
     return number
 
 
+def _seconds(value: str, option: str) -> float:
+    """A positive, finite duration: '90', '1.5', '5m', '2h30m'."""
+    try:
+        number = float(value)
+    except ValueError:
+        try:
+            number = parse_duration(value)
+        except ValueError as exc:
+            raise UsageError(f"{option}: {exc}") from None
+    if not math.isfinite(number) or number <= 0:
+        raise UsageError(f"{option}: expected a positive duration such as 60 or 5m, got "
+                         f"{value!r}")
+    return number
+
+
 def _budget(value: str | None) -> float | None:
+    # 0 is refused rather than read as "no budget" or "stop at once": both readings are
+    # plausible, and leaving the option out already means no budget.
+    return None if value is None else _seconds(value, "--time-budget")
+
+
+def _run_timeout(value: str | None) -> float | None:
     if value is None:
         return None
+    if value.strip().lower() == "none":
+        return math.inf
+    return _seconds(value, "--run-timeout")
+
+
+def _report_dir(value: str) -> Path:
+    """The report directory, created and writable, or a UsageError saying why not."""
+    path = Path(value)
+    option = f"--report-dir {value}"
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{option}: is a file, not a directory; give a directory")
     try:
-        return parse_duration(value if not value.replace(".", "", 1).isdigit()
-                              else float(value))
-    except ValueError as exc:
-        raise UsageError(f"--time-budget: {exc}") from None
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".durable-chaos-write-check"
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"{option}: cannot write there ({exc.strerror or exc}); give a "
+                         "directory you can write to") from None
+    return path
 
 
 def load_scenarios(path: str | None) -> list[Schedule]:
@@ -129,6 +190,16 @@ def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
         unknown = [r for r in runs if r.unknown and not r.failed]
         lines.append(f"{adapter}: {len(runs)} run(s), {len(failed)} with violations, "
                      f"{len(unknown)} unknown")
+        if unknown:
+            example = unknown[0]
+            why = example.error or next((f"{r.checker}: {r.note}" for r in example.results
+                                         if r.valid is None), "")
+            lines.append(f"  unknown: {len(unknown)} run(s), e.g. {example.name}: {why}")
+        notes = [(r.name, note) for r in runs for note in r.step_notes]
+        if notes:
+            kinds = _note_kinds(note for _, note in notes)
+            lines.append(f"  steps not applied as written: {kinds}; e.g. {notes[0][0]}: "
+                         f"{notes[0][1]}")
         by_invariant: dict[str, list[str]] = {}
         for run in failed:
             for result in run.results:
@@ -139,10 +210,35 @@ def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
             lines.append(f"  {invariant}: {len(examples)} run(s), e.g. {examples[0]}")
     for minimal in suite.shrunk:
         lines.append(f"replay the minimal failing schedule: {minimal.replay_command}")
-    if not suite.complete:
-        lines.append("the run was incomplete (interrupted or out of time budget)")
+    if suite.interrupted is not None:
+        lines.append(f"incomplete: stopped by {suite.interrupted}; the report covers the "
+                     f"{len(suite.runs)} run(s) that finished")
+    elif not suite.complete:
+        lines.append("the run was incomplete (out of time budget)")
     lines.append(f"report: {report_dir / 'index.html'}  junit: {report_dir / 'junit.xml'}")
-    return "\n".join(lines)
+    return printable("\n".join(lines))
+
+
+def _note_kinds(notes: Iterable[str]) -> str:
+    counts: dict[str, int] = {}
+    for note in notes:
+        kind = ("late" if note.endswith(" late") else "skipped" if " skipped" in note
+                else "dropped" if " dropped" in note else "unknown session")
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} {kind}" for kind, n in counts.items())
+
+
+def exit_status(suite: SuiteOutcome, allow_unknown: bool = False) -> int:
+    """The exit status of a finished suite (see the module docstring)."""
+    if suite.interrupted == "SIGTERM":
+        return 128 + signal.SIGTERM
+    if suite.interrupted is not None:
+        return 128 + signal.SIGINT
+    if suite.violations:
+        return EXIT_VIOLATIONS
+    if suite.unknown_runs and not allow_unknown:
+        return EXIT_UNKNOWN
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -152,17 +248,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return _dispatch(args)
+        with _sigterm_stops():
+            return _dispatch(args)
     except UsageError as exc:
-        print(f"durable-chaos: error: {exc}", file=sys.stderr)
+        print(f"durable-chaos: error: {printable(str(exc))}", file=sys.stderr)
         return 2
+    except ComponentUnavailable as exc:
+        print(f"durable-chaos: error: {printable(str(exc))}", file=sys.stderr)
+        return 2
+    except Terminated:
+        print("durable-chaos: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("durable-chaos: interrupted", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGINT
+
+
+@contextmanager
+def _sigterm_stops() -> Iterator[None]:
+    """SIGTERM stops the suite like Ctrl-C does (the report of what ran is written), then the
+    process exits 143. Only the main thread can install a handler; elsewhere nothing changes."""
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise Terminated(signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from harness.adapters import describe_builtin, load_adapter
+    from harness.adapters import describe_builtin, load_adapter, preflight
     from harness.runner import run_suite
 
     if args.command == "adapters":
@@ -177,30 +298,38 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         use_restate(ingress, admin)  # a UsageError unless both are given
     adapters = args.adapter or ["reference"]
-    for spec in adapters:
-        load_adapter(spec)  # fail early, before anything runs
-    report_dir = Path(args.report_dir)
+    run_timeout = _run_timeout(args.run_timeout)
+    # Everything the user gave is checked before anything starts or is written: options,
+    # scenario files, adapters (and what they need here), then the report directory.
     if args.command == "run":
+        schedules = _int(args.schedules, "--schedules")
+        seed = _int(args.seed, "--seed")
+        budget = _budget(args.time_budget)
         scenarios = load_scenarios(args.scenarios)
-        suite = run_suite(adapters, scenarios, schedules=_int(args.schedules, "--schedules"),
-                          seed=_int(args.seed, "--seed"),
-                          time_budget=_budget(args.time_budget), report_dir=report_dir,
-                          progress=not args.quiet)
     else:
         if args.schedule is None and args.seed is None:
             raise UsageError("replay: give a SCHEDULE.toml or --seed S")
+        budget = None
         if args.schedule is not None:
             from harness.schedules.scenario_file import load_scenario
 
-            scenario = load_scenario(args.schedule)
-            suite = run_suite(adapters, [scenario], schedules=0, seed=scenario.seed,
-                              report_dir=report_dir, progress=not args.quiet)
+            scenarios = [load_scenario(args.schedule)]
+            schedules, seed = 0, scenarios[0].seed
         else:
-            suite = run_suite(adapters, [], schedules=_int(args.schedules, "--schedules"),
-                              seed=_int(args.seed, "--seed"), report_dir=report_dir,
-                              progress=not args.quiet)
+            scenarios = []
+            schedules = _int(args.schedules, "--schedules")
+            seed = _int(args.seed, "--seed")
+    for spec in adapters:
+        preflight(spec, load_adapter(spec))  # fail early, before anything runs
+    report_dir = _report_dir(args.report_dir)
+    suite = run_suite(adapters, scenarios, schedules=schedules, seed=seed, time_budget=budget,
+                      report_dir=report_dir, progress=not args.quiet, run_timeout=run_timeout)
     print(_summary(suite, report_dir))
-    return 1 if suite.violations else 0
+    status = exit_status(suite, args.allow_unknown)
+    if status == EXIT_UNKNOWN:
+        print(f"durable-chaos: could not judge: {suite.unknown_runs} run(s) unknown (see the "
+              "report; --allow-unknown exits 0 instead)", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

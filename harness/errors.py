@@ -36,6 +36,12 @@ class AdapterNotFound(UsageError):
     """`--adapter` names nothing loadable."""
 
 
+class AdapterUnavailable(UsageError):
+    """An adapter cannot run here: a component it needs is missing, a URL it was given does
+    not answer, its module or factory fails, or its `open()` failed on its first run. Nothing
+    it would run could be judged, so the suite stops before (or at) its first run."""
+
+
 class AdapterContractError(DurableChaosError):
     """An adapter breaks the adapter contract (found before the chaos starts)."""
 
@@ -43,6 +49,23 @@ class AdapterContractError(DurableChaosError):
 class ComponentUnavailable(DurableChaosError):
     """A real component (PostgreSQL, restate-server, Toxiproxy, Chromium) is not installed
     here; the message names the make target or package that installs it."""
+
+
+class RunTimeout(BaseException):
+    """Raised into a run that passed its wall-clock limit (see `harness.watchdog`).
+
+    A BaseException, like KeyboardInterrupt: an adapter's own `except Exception` must not
+    swallow it, or a blocked `advance()` would hang the suite anyway."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception in the main thread so that a suite stops the way it
+    does on Ctrl-C: the open runtime is closed and the report of what ran is written. A
+    KeyboardInterrupt so that every `except KeyboardInterrupt` cleanup path applies."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"terminated by signal {signum}")
 
 
 class ComponentError(DurableChaosError):

@@ -9,6 +9,16 @@ from typing import Any
 from harness.checkers.base import Result
 
 
+def printable(text: str) -> str:
+    """`text` safe for a terminal: control characters (an ESC that would start an escape
+    sequence, a carriage return that would overwrite the line) written as escapes; newlines
+    and tabs kept."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else
+                   ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     """One schedule (a scenario file or a generated schedule) run against one adapter."""
@@ -32,6 +42,10 @@ class RunOutcome:
     alive: tuple[tuple[float, int], ...] = ()
     # The swimlane timeline of the run (hosts, deployments, invocations, faults), see report.
     timeline: dict[str, Any] = field(default_factory=dict)
+    opened: bool = True  # False when the adapter's open() failed: nothing ran at all
+    # Steps applied late, dropped (an answer with no open card, an unknown session) or
+    # skipped (a fault the runtime lacks the capability for), one line each.
+    step_notes: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -51,8 +65,15 @@ class SuiteOutcome:
     runs: tuple[RunOutcome, ...]
     wall_time: float
     complete: bool = True  # False when interrupted (Ctrl-C) or the adapter crashed
+    # The signal that stopped the suite ("SIGINT", "SIGTERM"), None when it was not stopped.
+    interrupted: str | None = None
     environment: dict[str, str] = field(default_factory=dict)
     shrunk: tuple[RunOutcome, ...] = ()  # minimal failing schedules found by shrinking
+
+    @property
+    def unknown_runs(self) -> int:
+        """Runs that could not be judged (and found no violation either)."""
+        return sum(1 for run in self.runs if run.unknown and not run.failed)
 
     @property
     def violations(self) -> int:

@@ -16,6 +16,7 @@ to a minimal failing schedule), and writes histories, `index.html` and `junit.xm
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import re
@@ -31,10 +32,12 @@ from harness.adapters import CAPABILITY_OF, Adapter, RunContext, Runtime, load_a
 from harness.checkers import ALL
 from harness.checkers.base import CheckConfig, Checker, Result, run_checkers
 from harness.clock import VirtualClock, wall_clock_follows
-from harness.history import History
-from harness.outcome import RunOutcome, SuiteOutcome
+from harness.errors import AdapterUnavailable, RunTimeout, Terminated
+from harness.history import History, fmt_duration
+from harness.outcome import RunOutcome, SuiteOutcome, printable
 from harness.schedules.model import Schedule, Step
 from harness.sim import Simulator
+from harness.watchdog import Watchdog
 
 # freezegun replaces module attributes that are the real time functions; one kept inside a
 # dict is out of its reach, so wall times stay real while virtual time drives handlers.
@@ -52,6 +55,31 @@ class RunOptions:
     report_dir: Path | None = None
     save_history: bool = True
     checkers: Sequence[Checker] = ALL
+    # Wall-clock limit of one run in seconds: None is the engine's default
+    # (`DEFAULT_RUN_TIMEOUT`), math.inf none at all.
+    run_timeout: float | None = None
+
+
+# A simulated run takes milliseconds, so a minute means it hangs; a real one starts servers
+# and waits in real seconds on scaled time.
+DEFAULT_RUN_TIMEOUT: dict[str, float] = {"sim": 60.0, "real": 600.0}
+# close() stops what the runtime started; it gets its own limit so that a runtime that hangs
+# in close() cannot hang the suite either.
+CLOSE_TIMEOUT = 60.0
+# A step the runtime applies this much later (scenario seconds) than its `at` is "late".
+LATE_AFTER = 1.0
+# On a real engine a card is shown by another process: an answer that finds none drives the
+# runtime on in small steps, for at most this many real seconds, before it is dropped.
+CARD_PATIENCE = 30.0
+CARD_STEP = 1.0
+
+
+def run_timeout(adapter: Adapter, options: RunOptions) -> float | None:
+    """The wall-clock limit of one run of `adapter` (None: no limit)."""
+    limit = options.run_timeout
+    if limit is None:
+        limit = DEFAULT_RUN_TIMEOUT.get(adapter.engine, DEFAULT_RUN_TIMEOUT["real"])
+    return None if math.isinf(limit) else limit
 
 
 def horizon_of(schedule: Schedule, config: CheckConfig) -> float:
@@ -63,41 +91,60 @@ def horizon_of(schedule: Schedule, config: CheckConfig) -> float:
 
 def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> RunOutcome:
     """Run one schedule; see the module docstring for the lifecycle."""
-    check_config = adapter.check_config()
     history = History(wall=None if adapter.engine == "sim" else _REAL["time"])
     started = wall()
     skipped: list[str] = []
+    notes: list[str] = []
     error: str | None = None
     runtime: Runtime | None = None
+    opened = False
+    limit = run_timeout(adapter, options)
     ctx = RunContext(seed=schedule.seed, history=history,
                      config=runtime_config(adapter), hosts=schedule.hosts)
     try:
-        runtime = adapter.open(ctx)
-        with follow_wall_clock(runtime):
-            messages: dict[str, int] = {}
-            for step in schedule.steps:
-                runtime.advance(step.at)
-                _apply(runtime, step, history, skipped, messages)
-            # Schedules are written in scenario time; a real runtime maps it onto its scaled
-            # clock itself, so its horizon uses the unscaled thresholds.
-            horizon_config = check_config if adapter.engine == "sim" else CheckConfig()
-            runtime.advance(max(horizon_of(schedule, horizon_config), runtime.now()))
-            heal = _healed_at(schedule)
-            if heal is not None:
-                history.add("fault.heal", data={"at": heal})
-            runtime.finish()
-            history.add("run.end")
+        check_config = adapter.check_config()
+    except Exception as exc:  # a user's adapter: its own bug, named, not a traceback
+        raise AdapterUnavailable(f"adapter {adapter.name!r}: check_config() raised "
+                                 f"{type(exc).__name__}: {exc}") from None
+    try:
+        # The watchdog ends a run blocked anywhere in the adapter (see harness.watchdog);
+        # after it fired the runtime is only closed, never driven again.
+        with Watchdog(limit):
+            runtime = adapter.open(ctx)
+            opened = True
+            with follow_wall_clock(runtime):
+                messages: dict[str, int] = {}
+                for number, step in enumerate(schedule.steps):
+                    runtime.advance(step.at)
+                    late = runtime.now() - step.at
+                    if late > LATE_AFTER:
+                        notes.append(f"step {number} ({_step_label(step)}) applied "
+                                     f"{fmt_duration(late)} late")
+                    _apply(runtime, step, history, skipped, messages, adapter.engine, notes,
+                           number)
+                # Schedules are written in scenario time; a real runtime maps it onto its
+                # scaled clock itself, so its horizon uses the unscaled thresholds.
+                horizon_config = check_config if adapter.engine == "sim" else CheckConfig()
+                runtime.advance(max(horizon_of(schedule, horizon_config), runtime.now()))
+                heal = _healed_at(schedule)
+                if heal is not None:
+                    history.add("fault.heal", data={"at": heal})
+                runtime.finish()
+                history.add("run.end")
+    except RunTimeout:
+        error = (f"timed out: the run passed its wall-clock limit of {limit:g}s (raise it "
+                 "with --run-timeout or the ini key chaos_run_timeout)")
+        history.add("run.error", data={"error": error})
     except KeyboardInterrupt:
+        _close(runtime)
         raise
     except Exception as exc:  # an adapter that crashes makes the run unknown, not the harness
         error = f"{type(exc).__name__}: {exc}"
+        if not opened:
+            error = f"open() failed: {error}"
         history.add("run.error", data={"error": error})
-    finally:
-        if runtime is not None:
-            try:
-                runtime.close()
-            except Exception as exc:
-                error = error or f"close failed: {type(exc).__name__}: {exc}"
+    closing = _close(runtime)
+    error = error or closing
     elapsed = wall() - started
     if error is None:
         results = tuple(run_checkers(options.checkers, history, check_config))
@@ -120,8 +167,29 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         error=error,
         expected=_expected(schedule),
         alive=_alive(history),
+        opened=opened,
+        step_notes=tuple(notes),
     )
     return _save(outcome, schedule, history, options)
+
+
+def _close(runtime: Runtime | None) -> str | None:
+    """Close a runtime under its own limit; why it failed, or None."""
+    if runtime is None:
+        return None
+    try:
+        with Watchdog(CLOSE_TIMEOUT):
+            runtime.close()
+    except RunTimeout:
+        return f"close() did not return within {CLOSE_TIMEOUT:g}s"
+    except Exception as exc:
+        return f"close failed: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _step_label(step: Step) -> str:
+    where = step.get("session") or step.get("host") or step.get("version")
+    return f"{step.action} at {fmt_duration(step.at)}" + (f", {where}" if where else "")
 
 
 def runtime_config(adapter: Adapter) -> Any:
@@ -146,11 +214,15 @@ def follow_wall_clock(runtime: Runtime) -> Iterator[None]:
 
 
 def _apply(runtime: Runtime, step: Step, history: History, skipped: list[str],
-           messages: dict[str, int]) -> None:
+           messages: dict[str, int], engine: str = "sim", notes: list[str] | None = None,
+           number: int = 0) -> None:
     action = step.action
+    notes = notes if notes is not None else []
     capability = CAPABILITY_OF.get(action)
     if capability is not None and not isinstance(runtime, capability):
         skipped.append(action)
+        notes.append(f"step {number} ({_step_label(step)}) skipped: the runtime has no "
+                     f"{capability.__name__}")
         history.add(f"fault.{action}", "info", data={"skipped": True,
                                                      "reason": f"no {capability.__name__}"})
         return
@@ -165,11 +237,15 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[str],
         history.add("op.message", "ok", session=session, data={"message_id": message_id})
     elif action in ("answer", "background"):
         session = step.get("session")
-        cards = sorted(runtime.world.cards.open_cards(session), key=lambda c: c.shown_at)
+        cards = _open_cards(runtime, session, engine, session in messages)
         kind = f"op.{action}"
         if not cards:
+            reason = "no open card" if session in messages else "unknown session"
             history.add(kind, "invoke", session=session)
-            history.add(kind, "fail", session=session, data={"reason": "no open card"})
+            history.add(kind, "fail", session=session, data={"reason": reason})
+            notes.append(f"step {number} ({_step_label(step)}) dropped: {reason}"
+                         + ("" if session in messages else
+                            " (no message was sent to it before)"))
             return
         card = cards[0]
         data = {"decision": step.get("decision")} if action == "answer" else {}
@@ -182,6 +258,9 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[str],
         history.add(kind, "ok", session=session, turn=card.turn, tool_call=card.tool_call)
     elif action == "cancel":
         session = step.get("session")
+        if session not in messages:
+            notes.append(f"step {number} ({_step_label(step)}): unknown session (no "
+                         "message was sent to it before)")
         history.add("op.cancel", "invoke", session=session)
         runtime.cancel(session)
         history.add("op.cancel", "ok", session=session)
@@ -217,6 +296,27 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[str],
     elif action == "clock-jump":
         runtime.clock_jump(step.get("duration"))  # type: ignore[attr-defined]
         history.add("fault.clock-jump", "info", data={"duration": step.get("duration")})
+
+
+def _open_cards(runtime: Runtime, session: str, engine: str, known: bool) -> list[Any]:
+    """The session's open cards, oldest first.
+
+    On a real engine the card is shown by another process, possibly a moment after the
+    schedule's time: drive the runtime on in small steps until one shows or `CARD_PATIENCE`
+    real seconds passed. The simulator is left exactly as it is (same seed, same history):
+    there a missing card is the schedule's own doing.
+    """
+    def cards() -> list[Any]:
+        return sorted(runtime.world.cards.open_cards(session), key=lambda c: c.shown_at)
+
+    found = cards()
+    if found or engine == "sim" or not known:
+        return found
+    give_up = wall() + CARD_PATIENCE
+    while not found and wall() < give_up:
+        runtime.advance(runtime.now() + CARD_STEP)
+        found = cards()
+    return found
 
 
 def _healed_at(schedule: Schedule) -> float | None:
@@ -454,8 +554,8 @@ class Progress:
         if not self.enabled:
             return
         status = "FAIL " + ",".join(bad) if bad else ("unknown" if outcome.unknown else "ok")
-        line = (f"[{self.done}/{self.total}] {outcome.adapter} {outcome.name}: {status}"
-                f"  ({self.violations} violation(s) so far)")
+        line = printable(f"[{self.done}/{self.total}] {outcome.adapter} {outcome.name}: "
+                         f"{status}  ({self.violations} violation(s) so far)")
         now = wall()
         if self.tty:
             self.stream.write("\r\x1b[2K" + line[:160])
@@ -470,12 +570,21 @@ class Progress:
         if self.enabled:
             if self.tty:
                 self.stream.write("\r\x1b[2K")
-            self.stream.write(text + "\n")
+            self.stream.write(printable(text) + "\n")
             self.stream.flush()
 
     def close(self) -> None:
         if self.enabled and self.tty:
             self.stream.write("\n")
+
+
+class _CannotOpen(BaseException):
+    """The first run of an adapter could not open its runtime: stop the suite (a
+    BaseException, so that Hypothesis passes it through instead of shrinking it)."""
+
+    def __init__(self, spec: str, error: str) -> None:
+        self.spec, self.error = spec, error
+        super().__init__(error)
 
 
 def run_suite(
@@ -488,14 +597,21 @@ def run_suite(
     report_dir: Path | None = Path("reports"),
     progress: bool = True,
     stream: Any = None,
+    run_timeout: float | None = None,
 ) -> SuiteOutcome:
-    """Scenarios then generated schedules, per adapter; writes the report even if interrupted."""
+    """Scenarios then generated schedules, per adapter; writes the report even if interrupted.
+
+    Raises `AdapterUnavailable` (after writing the report) when an adapter's `open()` fails on
+    its first run: every other run would fail the same way and prove nothing.
+    """
     adapters = [(spec, load_adapter(spec)) for spec in adapter_specs]
     started = wall()
     deadline = started + time_budget if time_budget else None
     runs: list[RunOutcome] = []
     shrunk: list[RunOutcome] = []
     complete = True
+    interrupted: str | None = None
+    cannot_open: _CannotOpen | None = None
     total = len(adapters) * (len(scenarios) + schedules)
     bar = Progress(total, stream, progress)
     if report_dir is not None:
@@ -505,20 +621,24 @@ def run_suite(
             for spec, adapter in adapters:
                 stack = outer.enter_context(ExitStack())
                 stack.enter_context(_suite_freezer(adapter))
-                options = RunOptions(adapter_spec=spec, report_dir=report_dir)
+                options = RunOptions(adapter_spec=spec, report_dir=report_dir,
+                                     run_timeout=run_timeout)
+                first = [True]
+
+                def record(outcome: RunOutcome, spec: str = spec,
+                           first: list[bool] = first) -> None:
+                    runs.append(outcome)
+                    bar.update(outcome)
+                    if first[0] and not outcome.opened:
+                        raise _CannotOpen(spec, outcome.error or "open() failed")
+                    first[0] = False
+
                 for scenario in scenarios:
                     if deadline is not None and wall() > deadline:
                         complete = False
                         break
-                    outcome = run_schedule(adapter, scenario, options)
-                    runs.append(outcome)
-                    bar.update(outcome)
+                    record(run_schedule(adapter, scenario, options))
                 if schedules > 0:
-
-                    def record(outcome: RunOutcome) -> None:
-                        runs.append(outcome)
-                        bar.update(outcome)
-
                     result = explore(adapter, schedules, seed, options, deadline=deadline,
                                      on_run=record)
                     shrunk.extend(result.shrunk)
@@ -531,8 +651,12 @@ def run_suite(
                         bar.message(f"time budget spent after {result.examples} generated "
                                     "schedule(s)")
                 stack.close()
-        except KeyboardInterrupt:
+        except _CannotOpen as exc:
             complete = False
+            cannot_open = exc
+        except KeyboardInterrupt as exc:
+            complete = False
+            interrupted = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
             bar.message("interrupted: writing the report of what ran so far")
         finally:
             bar.close()
@@ -544,9 +668,13 @@ def run_suite(
         complete=complete,
         environment=environment(),
         shrunk=tuple(shrunk),
+        interrupted=interrupted,
     )
     if report_dir is not None:
         write_outputs(suite, report_dir)
+    if cannot_open is not None:
+        raise AdapterUnavailable(f"adapter {cannot_open.spec!r} cannot run here: "
+                                 f"{cannot_open.error}")
     return suite
 
 

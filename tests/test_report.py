@@ -413,7 +413,8 @@ def test_empty_interrupted_suite_still_writes_a_report(tmp_path: Path) -> None:
     page = write_report(suite, tmp_path).read_text(encoding="utf-8")
     text = text_of(page)
     assert "Incomplete." in text and "No invariant was checked before the suite stopped" in text
-    assert "UNKNOWN" in text and "no run finished" in text
+    assert "INCOMPLETE" in text and "stopped early after 0 runs" in text
+    assert "<title>durable-chaos: INCOMPLETE" in page
     ET.parse(tmp_path / "junit.xml")
 
 

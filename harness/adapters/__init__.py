@@ -14,11 +14,12 @@ from harness.adapters.base import (
     Crashable,
     FaultPoints,
     Pausable,
+    Preflight,
     Redeployable,
     RunContext,
     Runtime,
 )
-from harness.errors import AdapterNotFound
+from harness.errors import AdapterNotFound, AdapterUnavailable, DurableChaosError, UsageError
 
 __all__ = [
     "CAPABILITY_OF",
@@ -27,12 +28,14 @@ __all__ = [
     "Crashable",
     "FaultPoints",
     "Pausable",
+    "Preflight",
     "Redeployable",
     "RunContext",
     "Runtime",
     "builtin_names",
     "describe_builtin",
     "load_adapter",
+    "preflight",
 ]
 
 
@@ -85,7 +88,9 @@ def describe_builtin() -> list[tuple[str, str]]:
 def load_adapter(spec: str) -> Adapter:
     """`reference`, `naive`, `reference-restate`, or `package.module:attribute`.
 
-    The attribute may be an adapter or a zero-argument callable returning one.
+    The attribute may be an adapter or a zero-argument callable returning one. Whatever goes
+    wrong (an import error, a syntax error, a factory that raises) is an `AdapterNotFound`
+    naming the adapter, the cause and the fix.
     """
     if spec in _BUILTIN:
         return _BUILTIN[spec][1]()
@@ -106,16 +111,58 @@ def load_adapter(spec: str) -> Adapter:
             f"adapter {spec!r}: cannot import module {module_name!r} ({exc}); check the "
             "module path and that it is importable from the current directory"
         ) from None
+    except SyntaxError as exc:
+        raise AdapterNotFound(
+            f"adapter {spec!r}: module {module_name!r} has a syntax error ({exc.filename}, "
+            f"line {exc.lineno}: {exc.msg}); fix the module"
+        ) from None
+    except Exception as exc:  # the user's module raised while it was imported
+        raise AdapterNotFound(
+            f"adapter {spec!r}: importing module {module_name!r} raised "
+            f"{type(exc).__name__}: {exc}; fix the module (run `python -c 'import "
+            f"{module_name}'` to see the traceback)"
+        ) from None
     try:
         obj = getattr(module, attr)
     except AttributeError:
         raise AdapterNotFound(
             f"adapter {spec!r}: module {module_name!r} has no attribute {attr!r}"
         ) from None
-    adapter = obj() if callable(obj) and not hasattr(obj, "open") else obj
+    try:
+        adapter = obj() if callable(obj) and not hasattr(obj, "open") else obj
+    except Exception as exc:
+        raise AdapterNotFound(
+            f"adapter {spec!r}: calling {attr}() raised {type(exc).__name__}: {exc}; a "
+            "factory must return an adapter without raising"
+        ) from None
     if not hasattr(adapter, "open") or not hasattr(adapter, "name"):
         raise AdapterNotFound(
             f"adapter {spec!r} is not an adapter: it needs `name`, `engine`, "
             "`check_config()` and `open(ctx)` (see harness.adapters.base.Adapter)"
         )
     return adapter  # type: ignore[no-any-return]
+
+
+def preflight(spec: str, adapter: Adapter) -> None:
+    """Check, before any run, that `adapter` can run here; `AdapterUnavailable` if not.
+
+    Calls `check_config()` (every run needs it) and the adapter's optional `preflight()`
+    (see `Preflight`): a missing binary or a URL that does not answer is a configuration
+    error, found before the suite starts instead of as one unknown run after another.
+    """
+    try:
+        adapter.check_config()
+    except Exception as exc:
+        raise AdapterUnavailable(f"adapter {spec!r}: check_config() raised "
+                                 f"{type(exc).__name__}: {exc}; fix the adapter") from None
+    if not isinstance(adapter, Preflight):
+        return
+    try:
+        adapter.preflight()
+    except UsageError as exc:
+        raise AdapterUnavailable(f"adapter {spec!r} cannot run here: {exc}") from None
+    except DurableChaosError as exc:  # ComponentUnavailable names the install target
+        raise AdapterUnavailable(f"adapter {spec!r} cannot run here: {exc}") from None
+    except Exception as exc:
+        raise AdapterUnavailable(f"adapter {spec!r}: preflight() raised "
+                                 f"{type(exc).__name__}: {exc}") from None

@@ -138,3 +138,17 @@ class Adapter(Protocol):
         ...
 
     def open(self, ctx: RunContext) -> Runtime: ...
+
+
+@runtime_checkable
+class Preflight(Protocol):
+    """An adapter that can tell, before any run, whether it can run here at all.
+
+    `preflight()` checks what `open()` will need (binaries installed, URLs answering) and
+    raises `harness.errors.ComponentUnavailable` or `UsageError` naming what is missing and
+    how to fix it. Optional: without it the first `open()` is the check, and an `open()` that
+    fails on an adapter's first run stops the suite all the same.
+    """
+
+    def preflight(self) -> None: ...
+

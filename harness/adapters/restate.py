@@ -786,6 +786,29 @@ class ReferenceRestateAdapter:
                            max_wait=self.config.max_wait, tolerance=1.5,
                            liveness_bound=self.config.max_wait)
 
+    def preflight(self) -> None:
+        """Before any run: the binaries are installed and a Restate the user named answers
+        (see harness.adapters.base.Preflight)."""
+        from harness.components.postgres import find_binaries
+        from harness.components.restate import find_restate_server
+        from harness.components.toxiproxy import find_toxiproxy_server
+
+        find_binaries()
+        find_toxiproxy_server()
+        ingress = self.restate_ingress_url or os.environ.get(INGRESS_ENV)
+        admin = self.restate_admin_url or os.environ.get(ADMIN_ENV)
+        if not (ingress and admin):
+            find_restate_server()
+            return
+        import httpx
+
+        for option, url in (("--restate-ingress-url", ingress), ("--restate-admin-url", admin)):
+            try:
+                httpx.get(url, timeout=5.0)  # any answer will do: something listens there
+            except Exception as exc:
+                raise UsageError(f"{option} {url} does not answer ({type(exc).__name__}: "
+                                 f"{exc}); start Restate there or fix the URL") from None
+
     def open(self, ctx: RunContext) -> RestateRuntime:
         return RestateRuntime(ctx, self.variant, self.config,
                               restate_ingress_url=self.restate_ingress_url,

@@ -139,6 +139,9 @@ def effective(run: RunOutcome, result: Result) -> Valid:
     return None if run.error is not None else result.valid
 
 
+_STEP_NOTES = 10  # step notes shown per run; the history has them all
+
+
 def badge(kind: str, text: str | None = None) -> str:
     label = text or {"pass": "pass", "fail": "fail", "unknown": "unknown",
                      "unreached": "not reached"}.get(kind, kind)
@@ -304,6 +307,11 @@ def _verdict(suite: SuiteOutcome) -> tuple[str, str]:
     if violations:
         return "fail", (f"{_plural(violations, 'invariant')} violated in "
                         f"{failing_runs} of {_plural(runs, 'run')}")
+    if not suite.complete:
+        # Never PASS on a suite that stopped early: what did not run was not judged.
+        stopped = f"stopped by {suite.interrupted}" if suite.interrupted else "stopped early"
+        return "incomplete", f"{stopped} after {_plural(runs, 'run')}" + (
+            f" ({unknown_runs} inconclusive)" if unknown_runs else "")
     if runs == 0:
         return "unknown", "no run finished"
     if unknown_runs == runs:
@@ -362,6 +370,12 @@ def _summary(suite: SuiteOutcome) -> str:
     if crashed:
         items.append(("Adapter crashed", f"in {_plural(len(crashed), 'run')}: "
                                          "their invariants count as unknown"))
+    noted = [run for run in runs if run.step_notes]
+    if noted:
+        count = sum(len(run.step_notes) for run in noted)
+        items.append(("Steps not applied as written",
+                      f"{_plural(count, 'step')} late, dropped or skipped in "
+                      f"{_plural(len(noted), 'run')} (see Runs)"))
     out = ['<section id="summary" class="summary"><h2 class="sr">Summary</h2>']
     if not suite.complete:
         out.append(
@@ -964,6 +978,11 @@ def _runs_section(suite: SuiteOutcome) -> str:
         if run.skipped_faults:
             notes.append("skipped faults (adapter lacks the capability): "
                          + esc(", ".join(run.skipped_faults)))
+        if run.step_notes:
+            shown = run.step_notes[:_STEP_NOTES]
+            more = len(run.step_notes) - len(shown)
+            notes.append("steps not applied as written: " + esc("; ".join(shown))
+                         + (f" (and {more} more in the history)" if more else ""))
         for r in run.results:
             if effective(run, r) is None and r.note:
                 notes.append(f"{esc(r.checker)} unknown: {esc(r.note)}")
