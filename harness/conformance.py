@@ -98,6 +98,8 @@ _USER: Final = "alice"
 _PATIENCE: Final = 300.0
 # Real seconds a real runtime gets, at least, for what `_PATIENCE` waits on.
 _REAL_PATIENCE: Final = 60.0
+# While a real runtime is waited on: the least real time between two advance() calls.
+_BREATHE: Final = 0.01
 
 
 def check_adapter(adapter: Adapter) -> None:
@@ -220,11 +222,11 @@ class _Contract:
         if not self.wait(runtime, card_shown, limit, stage):
             if not self.after(mark, "turn.started", session=session):
                 self.fail(stage, f"a message to session {session} recorded no turn.started "
-                          f"within {limit:g}s", "emit the observations of "
+                          f"within {self.patience(limit)}", "emit the observations of "
                           "reference_impl.ports.EVENTS through the world's observer")
             self.fail(stage, "a message whose model calls send_email (needs approval) showed "
-                      f"no approval card within {limit:g}s", "show cards through the "
-                      "world's ApprovalUI port (ports.ui), which runtime.world.cards reads")
+                      f"no approval card within {self.patience(limit)}", "show cards through "
+                      "the world's ApprovalUI port (ports.ui), which runtime.world.cards reads")
         if not self.after(mark, "turn.started", session=session):
             self.fail(stage, f"the card of session {session} was shown but no turn.started "
                       "was recorded", "emit turn.started when a turn begins")
@@ -234,7 +236,7 @@ class _Contract:
         if not self.wait(runtime, lambda: bool(self.after(mark, "turn.ended", turn=card.turn)),
                          limit, stage):
             self.fail(stage, f"answering the open card {card.tool_call} did not end turn "
-                      f"{card.turn} within {limit:g}s (no turn.ended)",
+                      f"{card.turn} within {self.patience(limit)} (no turn.ended)",
                       "route answer(tool_call, ...) to the waiting tool call and emit "
                       "turn.ended when the turn completes")
         if any(c.tool_call == card.tool_call
@@ -380,8 +382,8 @@ class _Contract:
             what = "turn.ended" if self.after(mark, "turn.started", session=session) \
                 else "turn.started nor turn.ended"
             self.fail(stage, f"a message to session {session} (no tools) recorded no {what} "
-                      f"within {limit:g}s", "run a turn per message and emit turn.started "
-                      "and turn.ended")
+                      f"within {self.patience(limit)}", "run a turn per message and emit "
+                      "turn.started and turn.ended")
 
     def host_event(self, stage: str, call: str, host: object, mark: int, kind: str) -> None:
         if not isinstance(host, str) or not host:
@@ -403,25 +405,38 @@ class _Contract:
 
     def wait(self, runtime: Runtime, done: Callable[[], bool], limit: float,
              stage: str) -> bool:
-        """Advance in small steps until `done()` or `limit` seconds passed.
+        """Drive the runtime in small steps until `done()` or the patience is spent.
 
-        A real runtime scales schedule time (past its first minutes, 300 schedule seconds are
-        milliseconds of real time), so for it the limit is also a floor of real seconds: the
-        work it waits for takes real time whatever the schedule says.
+        On the simulator the patience is `limit` seconds of schedule time. A real runtime does
+        its work in real time, and may only observe its engine inside `advance()`; so it is
+        driven on (schedule time keeps moving, in small steps) until `done()` or both `limit`
+        schedule seconds and `_REAL_PATIENCE` real seconds passed. Waiting without advancing
+        would starve such a runtime and blame it for a turn it did run.
         """
         deadline = runtime.now() + limit
         step = limit / 50
-        real = self.adapter.engine != "sim"
+        if self.adapter.engine == "sim":
+            while not done():
+                now = runtime.now()
+                if now >= deadline:
+                    return False
+                self.advance(runtime, min(deadline, now + step), stage)
+            return True
         wall_deadline = time.monotonic() + _REAL_PATIENCE
         while not done():
-            now = runtime.now()
-            if now >= deadline:
-                if not real or time.monotonic() >= wall_deadline:
-                    return False
-                time.sleep(0.05)  # the runtime's own processes are working meanwhile
-                continue
-            self.advance(runtime, min(deadline, now + step), stage)
+            if runtime.now() >= deadline and time.monotonic() >= wall_deadline:
+                return False
+            began = time.monotonic()
+            self.advance(runtime, runtime.now() + step, stage)
+            if time.monotonic() - began < _BREATHE:
+                time.sleep(_BREATHE)  # an advance() that returns at once must not spin
         return True
+
+    def patience(self, limit: float) -> str:
+        """The patience of `wait`, as the failure messages state it."""
+        if self.adapter.engine == "sim":
+            return f"{limit:g}s"
+        return f"{limit:g}s of schedule time and {_REAL_PATIENCE:g}s of real time"
 
 
 def _own_kind(kind: str) -> bool:

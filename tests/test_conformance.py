@@ -3,6 +3,7 @@ break is caught before any chaos starts, with a message naming the broken promis
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,3 +279,31 @@ def test_a_runtime_without_optional_capabilities_keeps_the_contract() -> None:
             self.finish, self.close = inner.finish, inner.close
 
     check_adapter(Planted(Bare))
+
+
+def test_a_real_runtime_that_observes_its_engine_only_inside_advance_keeps_the_contract(
+) -> None:
+    # A real engine works in real time and this runtime sees it only when driven: its
+    # engine (a simulator here) moves with the wall clock, at most to the time asked for,
+    # and only inside advance(). Waiting on it without calling advance() starves it.
+    rate = 200.0  # schedule seconds the engine does per real second
+
+    class Observed:
+        def __init__(self, inner: SimRuntime) -> None:
+            self._inner = inner
+            self.world = inner.world
+            self._now = 0.0
+            self._started = time.monotonic()
+            self.answer, self.send_message = inner.answer, inner.send_message
+            self.background, self.cancel = inner.background, inner.cancel
+            self.finish, self.close = inner.finish, inner.close
+
+        def now(self) -> float:
+            return self._now
+
+        def advance(self, until: float) -> None:
+            self._now = max(self._now, until)
+            engine = (time.monotonic() - self._started) * rate
+            self._inner.advance(max(self._inner.now(), min(self._now, engine)))
+
+    check_adapter(Planted(Observed, engine="real"))
