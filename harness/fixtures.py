@@ -204,7 +204,11 @@ class ChaosRunner:
         plan = _schedule(schedule)
         if seed is not None:
             plan = replace(plan, seed=seed)
-        options = RunOptions(adapter_spec=spec, report_dir=None)
+        from harness.plugin import chaos_state
+
+        state = chaos_state(self._config)
+        options = RunOptions(adapter_spec=spec, report_dir=None,
+                             run_timeout=state.settings.run_timeout if state else None)
         if checkers is not None:
             options = replace(options, checkers=checkers)
         outcome = run_schedule(recording, plan, options)

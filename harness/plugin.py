@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import time
@@ -90,6 +91,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="a scenario file or a directory of *.toml; 'none' for none (default: "
         "<rootdir>/scenarios if it exists). ini: chaos_scenarios",
     )
+    group.addoption(
+        "--chaos-run-timeout", dest="chaos_run_timeout", default=None, metavar="SECONDS",
+        help="wall-clock limit of one run (e.g. 90 or 10m; 'none' for no limit); a run past "
+        "it ends unknown and its runtime is closed (default: 60s on the simulator, 10m on "
+        "a real engine). ini: chaos_run_timeout",
+    )
+    parser.addini("chaos_run_timeout", "default of --chaos-run-timeout", default="")
     parser.addini("chaos_adapter", "default of --chaos-adapter (whitespace or comma list)",
                   type="args", default=[])
     parser.addini("chaos_seed", "default of --chaos-seed", default="")
@@ -110,6 +118,7 @@ class ChaosSettings:
     report_dir: Path | None
     scenarios: Path | None
     seed_note: str = ""  # how the seed was chosen, for the header
+    run_timeout: float | None = None  # None: the engine's default; math.inf: no limit
 
 
 @dataclass
@@ -128,7 +137,8 @@ class ChaosState:
     def options(self, spec: str) -> RunOptions:
         from harness.runner import RunOptions
 
-        return RunOptions(adapter_spec=spec, report_dir=self.settings.report_dir)
+        return RunOptions(adapter_spec=spec, report_dir=self.settings.report_dir,
+                          run_timeout=self.settings.run_timeout)
 
     def contract(self, spec: str) -> str | None:
         """Check the adapter contract once per process; the failure message, or None."""
@@ -210,7 +220,27 @@ def _resolve(config: pytest.Config) -> ChaosSettings | None:
         report_dir=_path_option(config, "--chaos-report", "chaos_report"),
         scenarios=_scenarios_path(config),
         seed_note=note,
+        run_timeout=_run_timeout(config),
     )
+
+
+def _run_timeout(config: pytest.Config) -> float | None:
+    raw, where = _Source(config, "--chaos-run-timeout", "chaos_run_timeout").value()
+    if raw is None:
+        return None
+    text = str(raw).strip()
+    if text.lower() == "none":
+        return math.inf
+    from harness.schedules.model import parse_duration
+
+    try:
+        seconds = float(text) if text.replace(".", "", 1).isdigit() else parse_duration(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise pytest.UsageError(f"{where}: expected a positive duration such as 90 or 10m, "
+                                f"or 'none', got {raw!r}")
+    return seconds
 
 
 def _schedules(config: pytest.Config) -> int:
@@ -569,7 +599,7 @@ class ScenarioItem(_ChaosItem):
         from harness.runner import run_schedule
 
         adapter = self.adapter()
-        with _virtual_wall_clock():
+        with _virtual_wall_clock(adapter):
             outcome = run_schedule(adapter, self.schedule, self.state.options(self.spec))
         self.state.runs.append(outcome)
         if outcome.failed or outcome.unknown:
@@ -590,7 +620,7 @@ class InvariantItem(_ChaosItem):
         settings = self.state.settings
         seed = item_seed(settings.seed, self.nodeid)
         options = self.state.options(self.spec)
-        with _virtual_wall_clock():
+        with _virtual_wall_clock(adapter):
             found = explore(adapter, settings.schedules, seed,
                             replace(options, report_dir=None), invariant=self.invariant)
             # Saved under a name of this item's own: every item's shrinking restarts the
@@ -620,11 +650,16 @@ def _renamed(outcome: RunOutcome, name: str) -> Schedule:
     return replace(schedule, name=name, source="generated", path=None)
 
 
-def _virtual_wall_clock() -> Any:
+def _virtual_wall_clock(adapter: Adapter) -> Any:
     # One freezer per item: starting freezegun costs more than a whole simulated schedule,
-    # and leaving it on for the session would freeze the project's own tests.
+    # and leaving it on for the session would freeze the project's own tests. Only on the
+    # simulator: a real engine's adapter waits on time.monotonic(), which a freezer stops.
+    from contextlib import nullcontext
+
     from harness.clock import VirtualClock, wall_clock_follows
 
+    if adapter.engine != "sim":
+        return nullcontext()
     return wall_clock_follows(VirtualClock())
 
 

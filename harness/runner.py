@@ -365,7 +365,8 @@ def _expected(schedule: Schedule) -> str | None:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
+    # At most 100 characters: a directory name has a limit (255 bytes on most filesystems).
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:100] or "run"
 
 
 def _save(outcome: RunOutcome, schedule: Schedule, history: History,

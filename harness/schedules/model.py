@@ -7,6 +7,7 @@ printed back as a scenario file that replays it.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Final
@@ -31,6 +32,7 @@ ACTIONS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
 FAULT_ACTIONS: Final = frozenset({"gc-pause", "crash", "deploy", "provider", "arm",
                                   "clock-jump", "network"})
 
+MAX_DURATION: Final = 3650 * 86400.0  # ten years of scenario time
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 
@@ -40,9 +42,11 @@ def parse_duration(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a duration like '5m' or '8d', got {value!r}")
     if isinstance(value, int | float):
+        if value != value or value in (math.inf, -math.inf):  # TOML has nan, inf, 1e400
+            raise ValueError(f"expected a finite duration like '5m' or '8d', got {value!r}")
         if value < 0:
             raise ValueError(f"a duration cannot be negative, got {value!r}")
-        return float(value)
+        return _bounded(float(value), value)
     if isinstance(value, str):
         text = value.strip().replace(" ", "")
         pos, total = 0, 0.0
@@ -52,10 +56,18 @@ def parse_duration(value: Any) -> float:
             total += float(match.group(1)) * _UNITS[match.group(2)]
             pos = match.end()
         if text and pos == len(text):
-            return total
+            return _bounded(total, value)
     raise ValueError(
         f"expected a duration like '90s', '5m', '2h30m' or '8d' (or seconds), got {value!r}"
     )
+
+
+def _bounded(seconds: float, value: Any) -> float:
+    # Virtual time becomes datetimes (the frozen wall clock) and report axes; a duration past
+    # MAX_DURATION is a typo, and one past the datetime range would crash a run mid-way.
+    if seconds > MAX_DURATION:
+        raise ValueError(f"at most {int(MAX_DURATION // 86400)}d, got {value!r}")
+    return seconds
 
 
 def format_duration(seconds: float) -> str:

@@ -13,6 +13,7 @@ from reference_impl.faultpoints import POINTS
 
 _TOP = {"name", "description", "seed", "hosts", "horizon", "expect", "step"}
 _OUTCOMES = ("pass", "fail")
+MAX_NAME = 100
 
 
 def load_scenario(path: str | Path) -> Schedule:
@@ -23,6 +24,10 @@ def load_scenario(path: str | Path) -> Schedule:
     except OSError as exc:
         raise ScenarioError(where, "-", f"cannot read the file ({exc.strerror})",
                             "check the path") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(where, "-", f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                            f"offset {exc.start})", "a scenario is a TOML text file; save it "
+                            "as UTF-8") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -40,6 +45,12 @@ def parse_scenario(data: dict[str, Any], where: str, default_name: str) -> Sched
     if not isinstance(name, str) or not name:
         raise ScenarioError(where, "name", f"expected a non-empty string, got {name!r}",
                             'write name = "my-scenario"')
+    if len(name) > MAX_NAME:
+        raise ScenarioError(where, "name", f"{len(name)} characters long, more than {MAX_NAME}",
+                            "give a shorter name (it names the run's directory)")
+    if not name.isprintable():
+        raise ScenarioError(where, "name", f"contains control characters ({name!r})",
+                            "use letters, digits, spaces and punctuation")
     seed = data.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ScenarioError(where, "seed", f"expected an integer, got {seed!r}",

@@ -1,0 +1,333 @@
+"""Never green on nothing: what `durable-chaos` exits with when runs cannot be judged, when
+an adapter cannot run, when it hangs, when it is interrupted, and on bad input.
+
+User adapters here are modules written into a temporary directory and loaded as
+`module:attribute`, as a user's own would be: they wrap the reference on the simulator and
+break in one place (their open() raises, their finish() raises, their advance() blocks).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = ROOT / "scenarios" / "01-answered-in-2-minutes.toml"
+NAIVE_FAILS = ROOT / "scenarios" / "02-answered-after-3-days-across-redeploys.toml"
+
+ADAPTER = '''
+import threading
+import time
+from pathlib import Path
+
+from harness.adapters import load_adapter
+
+MODE = {mode!r}
+MARK = Path({mark!r})
+
+
+class Runtime:
+    def __init__(self, inner):
+        self._inner = inner
+        self.world = inner.world
+        self.now = inner.now
+        self.send_message, self.answer = inner.send_message, inner.answer
+        self.background, self.cancel = inner.background, inner.cancel
+
+    def advance(self, until):
+        if MODE == "block":
+            threading.Event().wait()  # an engine that never answers
+        if MODE == "monotonic":
+            # A real adapter waiting a moment for its engine, by the wall clock.
+            deadline = time.monotonic() + 0.001
+            while time.monotonic() < deadline:
+                pass
+        self._inner.advance(until)
+
+    def finish(self):
+        if MODE == "finish":
+            raise RuntimeError("the database went away")
+        self._inner.finish()
+
+    def close(self):
+        MARK.write_text("closed")
+        self._inner.close()
+
+
+class Adapter:
+    name = {name!r}
+    description = "a user's adapter around the reference"
+    engine = {engine!r}
+
+    def __init__(self):
+        if MODE == "factory":
+            raise ValueError("missing ENGINE_URL")
+        self._inner = load_adapter("reference")
+
+    def check_config(self):
+        if MODE == "check_config":
+            raise KeyError("hand_off_after")
+        return self._inner.check_config()
+
+    def open(self, ctx):
+        if MODE == "open":
+            raise ConnectionRefusedError("no engine at 127.0.0.1:9")
+        return Runtime(self._inner.open(ctx))
+
+
+def make():
+    return Adapter()
+{extra}
+'''
+
+
+def user_adapter(where: Path, mode: str = "", *, engine: str = "sim", name: str = "user",
+                 extra: str = "", body: str | None = None) -> str:
+    """Write a user's adapter module into `where`; its `module:attribute` spec."""
+    module = f"user_adapter_{uuid.uuid4().hex[:12]}"
+    text = body if body is not None else ADAPTER.format(
+        mode=mode, mark=str(where / f"{module}.closed"), name=name, engine=engine,
+        extra=textwrap.dedent(extra))
+    (where / f"{module}.py").write_text(text, encoding="utf-8")
+    return f"{module}:make"
+
+
+def closed(where: Path, spec: str) -> bool:
+    return (where / f"{spec.partition(':')[0]}.closed").exists()
+
+
+def _err(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def _run(*args: str, report: Path, scenario: Path = SCENARIO) -> list[str]:
+    return ["run", "--scenarios", str(scenario), "--schedules", "0", "--report-dir",
+            str(report), "--quiet", *args]
+
+
+# ---------------------------------------------------------------------------- unknown runs
+
+
+def test_unknown_runs_exit_3_unless_allowed(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = user_adapter(tmp_path, "finish")
+    assert main(_run("--adapter", spec, report=tmp_path / "r")) == 3
+    captured = capsys.readouterr()
+    assert "1 run(s), 0 with violations, 1 unknown" in captured.out
+    assert "the database went away" in captured.out
+    assert "could not judge: 1 run(s) unknown" in captured.err
+    assert (tmp_path / "r" / "index.html").exists()
+    assert main(_run("--adapter", spec, "--allow-unknown", report=tmp_path / "r")) == 0
+
+
+def test_violations_outrank_unknown_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = user_adapter(tmp_path, "finish")
+    assert main(_run("--adapter", "naive", "--adapter", spec, report=tmp_path / "r",
+                     scenario=NAIVE_FAILS)) == 1
+
+
+def test_an_adapter_whose_open_fails_on_its_first_run_ends_the_suite_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = user_adapter(tmp_path, "open")
+    code = main(["run", "--adapter", spec, "--scenarios", str(ROOT / "scenarios"),
+                 "--schedules", "50", "--report-dir", str(tmp_path / "r"), "--quiet"])
+    assert code == 2
+    err = _err(capsys)
+    assert f"adapter '{spec}' cannot run here: open() failed: ConnectionRefusedError: no " \
+           "engine at 127.0.0.1:9" in err
+    # It stopped at the first run instead of failing 15 scenarios and 50 schedules alike.
+    assert len(list((tmp_path / "r" / "runs").glob("*/*"))) == 1
+    assert (tmp_path / "r" / "index.html").exists()
+
+
+def test_a_failing_preflight_is_exit_2_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = user_adapter(tmp_path, extra='''
+        from harness.errors import ComponentUnavailable
+
+        def _preflight(self):
+            raise ComponentUnavailable("engine-server not found; run `make engine`")
+
+        Adapter.preflight = _preflight
+        ''')
+    assert main(_run("--adapter", spec, report=tmp_path / "r")) == 2
+    assert f"adapter '{spec}' cannot run here: engine-server not found; run `make engine`" \
+        in _err(capsys)
+    assert not (tmp_path / "r").exists()
+
+
+def test_reference_restate_without_toxiproxy_is_exit_2_naming_the_make_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DURABLE_CHAOS_TOXIPROXY_BIN", str(tmp_path / "no-toxiproxy"))
+    monkeypatch.delenv("DURABLE_CHAOS_RESTATE_INGRESS_URL", raising=False)
+    monkeypatch.delenv("DURABLE_CHAOS_RESTATE_ADMIN_URL", raising=False)
+    assert main(_run("--adapter", "reference-restate", report=tmp_path / "r")) == 2
+    err = _err(capsys)
+    assert "adapter 'reference-restate' cannot run here" in err
+    assert "DURABLE_CHAOS_TOXIPROXY_BIN" in err and "toxiproxy" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_restate_urls_that_do_not_answer_are_exit_2_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.delenv("DURABLE_CHAOS_RESTATE_INGRESS_URL", raising=False)
+    monkeypatch.delenv("DURABLE_CHAOS_RESTATE_ADMIN_URL", raising=False)
+    code = main(_run("--adapter", "reference-restate", "--restate-ingress-url",
+                     f"http://127.0.0.1:{port}", "--restate-admin-url",
+                     f"http://127.0.0.1:{port}", report=tmp_path / "r"))
+    assert code == 2
+    err = _err(capsys)
+    assert f"--restate-ingress-url http://127.0.0.1:{port} does not answer" in err
+    assert not (tmp_path / "r").exists()
+
+
+# ---------------------------------------------------------------------------- hangs
+
+
+def test_a_run_blocked_inside_advance_ends_unknown_at_its_timeout_and_is_closed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = user_adapter(tmp_path, "block", engine="real")
+    code = main(_run("--adapter", spec, "--run-timeout", "0.5", report=tmp_path / "r"))
+    assert code == 3
+    out = capsys.readouterr().out
+    assert "timed out: the run passed its wall-clock limit of 0.5s" in out
+    assert closed(tmp_path, spec)
+
+
+def test_the_watchdog_leaves_a_run_that_finishes_in_time_alone() -> None:
+    from harness.errors import RunTimeout
+    from harness.watchdog import SIGNAL, Watchdog
+
+    before = signal.getsignal(SIGNAL)
+    with Watchdog(30.0) as dog:
+        pass
+    assert not dog.fired and signal.getsignal(SIGNAL) == before
+    with pytest.raises(RunTimeout), Watchdog(0.05):
+        threading_event_wait_forever()
+
+
+def threading_event_wait_forever() -> None:
+    import threading
+
+    threading.Event().wait()
+
+
+# ---------------------------------------------------------------------------- steps
+
+
+LATE_AND_DROPPED = """\
+name = "late-and-dropped"
+
+[[step]]
+at = "0s"
+do = "message"
+session = "s1"
+tools = ["send_email"]
+
+[[step]]
+at = "1m"
+do = "clock-jump"
+duration = "2d"
+
+[[step]]
+at = "10m"
+do = "answer"
+session = "s1"
+
+[[step]]
+at = "3d"
+do = "message"
+session = "s2"
+
+[[step]]
+at = "3d1m"
+do = "answer"
+session = "s2"
+
+[[step]]
+at = "3d2m"
+do = "background"
+session = "nobody"
+"""
+
+
+def test_late_and_dropped_steps_are_in_the_summary_and_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "late.toml"
+    scenario.write_text(LATE_AND_DROPPED, encoding="utf-8")
+    main(_run(report=tmp_path / "r", scenario=scenario))
+    out = capsys.readouterr().out
+    assert "steps not applied as written: 1 late, 2 dropped" in out
+    assert "step 2 (answer at 10.0m, s1) applied 47.9h late" in out
+    page = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
+    assert "step 2 (answer at 10.0m, s1) applied 47.9h late" in page
+    assert "step 4 (answer at 3.00d, s2) dropped: no open card" in page
+    assert "step 5 (background at 3.00d, nobody) dropped: unknown session" in page
+    assert "Steps not applied as written" in page
+
+
+# ---------------------------------------------------------------------------- signals
+
+
+@pytest.mark.parametrize(("sig", "status", "name"), [(signal.SIGINT, 130, "SIGINT"),
+                                                     (signal.SIGTERM, 143, "SIGTERM")])
+def test_a_signal_stops_the_suite_with_an_incomplete_report(
+    tmp_path: Path, sig: signal.Signals, status: int, name: str
+) -> None:
+    report = tmp_path / "r"
+    # SIGINT may be ignored by whoever started the tests (a background job); a user's
+    # terminal delivers it, so the child gets the default disposition back.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "--scenarios", str(ROOT / "scenarios"),
+         "--schedules", "1000000", "--report-dir", str(report)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # readiness: the first run finished
+        assert first.startswith("[1/"), first
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == status, err
+    assert "Traceback" not in err
+    assert f"incomplete: stopped by {name}" in out
+    page = (report / "index.html").read_text(encoding="utf-8")
+    assert "<title>durable-chaos: INCOMPLETE" in page
+    assert "PASS" not in page.split("</title>")[0]
+    junit = (report / "junit.xml").read_text(encoding="utf-8")
+    assert 'name="complete" value="false"' in junit
