@@ -331,3 +331,128 @@ def test_a_signal_stops_the_suite_with_an_incomplete_report(
     assert "PASS" not in page.split("</title>")[0]
     junit = (report / "junit.xml").read_text(encoding="utf-8")
     assert 'name="complete" value="false"' in junit
+
+
+# ---------------------------------------------------------------------------- bad input
+
+
+def _scenario(where: Path, body: str | bytes, name: str = "bad.toml") -> Path:
+    path = where / name
+    if isinstance(body, bytes):
+        path.write_bytes(body)
+    else:
+        path.write_text(body, encoding="utf-8")
+    return path
+
+
+MESSAGE = '[[step]]\nat = "0s"\ndo = "message"\nsession = "s1"\n'
+
+
+def _bad_scenario(body: str | bytes) -> object:
+    return lambda where: ["--scenarios", str(_scenario(where, body))]
+
+
+def _report_dir_file(where: Path) -> list[str]:
+    (where / "taken").write_text("a file")
+    return ["--report-dir", str(where / "taken")]
+
+
+def _report_dir_under_file(where: Path) -> list[str]:
+    (where / "taken").write_text("a file")
+    return ["--report-dir", str(where / "taken" / "reports")]
+
+
+def _report_dir_unwritable(where: Path) -> list[str]:
+    if os.geteuid() == 0:  # root writes anywhere but where the kernel refuses
+        return ["--report-dir", "/proc/durable-chaos-reports"]
+    locked = where / "locked"
+    locked.mkdir(mode=0o500)
+    return ["--report-dir", str(locked / "reports")]
+
+
+def _adapter_module(body: str) -> object:
+    def make(where: Path) -> list[str]:
+        return ["--adapter", user_adapter(where, body=body)]
+    return make
+
+
+def _adapter_mode(mode: str) -> object:
+    return lambda where: ["--adapter", user_adapter(where, mode)]
+
+
+BAD_INPUT = [
+    # (case, arguments made in a temporary directory, what the one line must name)
+    ("binary scenario file", _bad_scenario(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"),
+     "bad.toml: field '-'"),
+    ("non-UTF-8 scenario file", _bad_scenario(b'name = "caf\xe9"\n' + MESSAGE.encode()),
+     "bad.toml: field '-': not UTF-8 text"),
+    ("at = 1e400", _bad_scenario('[[step]]\nat = 1e400\ndo = "message"\nsession = "s1"\n'),
+     "field 'step[0].at': expected a finite duration"),
+    ("at = nan", _bad_scenario('[[step]]\nat = nan\ndo = "message"\nsession = "s1"\n'),
+     "field 'step[0].at': expected a finite duration"),
+    ("duration = inf", _bad_scenario(MESSAGE + '[[step]]\nat = "1m"\ndo = "gc-pause"\n'
+                                     "duration = inf\n"),
+     "field 'step[1].duration': expected a finite duration"),
+    ("horizon = -inf", _bad_scenario("horizon = -inf\n" + MESSAGE),
+     "field 'horizon': expected a finite duration"),
+    ("at = 1e300 seconds", _bad_scenario('[[step]]\nat = 1e300\ndo = "message"\n'
+                                         'session = "s1"\n'),
+     "field 'step[0].at': at most 3650d"),
+    ("a name of 300 characters", _bad_scenario(f'name = "{"n" * 300}"\n' + MESSAGE),
+     "field 'name': 300 characters long, more than 100"),
+    ("escape sequences in a name", _bad_scenario('name = "\\u001b[2J\\u001b[31mred"\n'
+                                                 + MESSAGE),
+     "field 'name': contains control characters"),
+    ("--report-dir is a file", _report_dir_file, "is a file, not a directory"),
+    ("--report-dir under a file", _report_dir_under_file, "cannot write there"),
+    ("--report-dir unwritable", _report_dir_unwritable, "cannot write there"),
+    ("adapter module raises on import", _adapter_module("raise RuntimeError('no config')\n"),
+     "raised RuntimeError: no config; fix the module"),
+    ("adapter module with a syntax error", _adapter_module("def broken(:\n"),
+     "has a syntax error"),
+    ("adapter factory raises", _adapter_mode("factory"),
+     "calling make() raised ValueError: missing ENGINE_URL"),
+    ("adapter check_config() raises", _adapter_mode("check_config"),
+     "check_config() raised KeyError: 'hand_off_after'; fix the adapter"),
+    ("--time-budget 0", lambda where: ["--time-budget", "0"],
+     "--time-budget: expected a positive duration"),
+    ("--time-budget nan", lambda where: ["--time-budget", "nan"],
+     "--time-budget: expected a positive duration"),
+    ("--time-budget inf", lambda where: ["--time-budget", "inf"],
+     "--time-budget: expected a positive duration"),
+    ("--time-budget -5", lambda where: ["--time-budget", "-5"],
+     "--time-budget: expected a positive duration"),
+    ("--run-timeout 0", lambda where: ["--run-timeout", "0"],
+     "--run-timeout: expected a positive duration"),
+    ("--run-timeout soon", lambda where: ["--run-timeout", "soon"], "--run-timeout:"),
+]
+
+
+@pytest.mark.parametrize(("case", "make", "names"), BAD_INPUT, ids=[c[0] for c in BAD_INPUT])
+def test_bad_input_is_one_line_naming_the_cause_and_exit_2(
+    case: str, make: object, names: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = make(tmp_path)  # type: ignore[operator]
+    defaults = {"--scenarios": str(SCENARIO), "--report-dir": str(tmp_path / "r")}
+    for option, value in defaults.items():
+        if option not in args:
+            args += [option, value]
+    code = main(["run", "--schedules", "0", "--quiet", *args])
+    err = _err(capsys)
+    assert code == 2, err
+    assert names in err
+    assert "\x1b" not in err
+    assert not (tmp_path / "r").exists()  # nothing ran, nothing half-written
+
+
+def test_escape_sequences_in_an_adapter_name_are_escaped_on_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = user_adapter(tmp_path, name="\x1b[2Jevil\rname")
+    assert main(_run("--adapter", spec, report=tmp_path / "r")) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out
+    assert "\\x1b[2Jevil\\rname: 1 run(s)" in out
