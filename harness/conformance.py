@@ -146,7 +146,7 @@ class _Contract:
         runtime = self.call("open", "open(ctx)", lambda: adapter.open(ctx))
         failed = True
         try:
-            with follow_wall_clock(runtime):
+            with follow_wall_clock(runtime, adapter.engine):
                 self.runtime_face(runtime)
                 self.conversation(runtime)
                 self.redeploy(runtime)

@@ -112,7 +112,7 @@ def chaos_runtime(chaos_adapter: Adapter, chaos_seed: int,
     ctx = RunContext(seed=chaos_seed, history=chaos_history, config=_config_of(chaos_adapter))
     runtime = chaos_adapter.open(ctx)
     try:
-        with _wall_clock_of(runtime):
+        with _wall_clock_of(runtime, chaos_adapter.engine):
             yield runtime
     finally:
         runtime.close()
@@ -287,12 +287,15 @@ def _config_of(adapter: Adapter) -> Any:
     return Config()
 
 
-def _wall_clock_of(runtime: Runtime) -> AbstractContextManager[None]:
+def _wall_clock_of(runtime: Runtime, engine: str) -> AbstractContextManager[None]:
+    # Never for a real engine: its adapter waits on time.monotonic(), which would stop.
     from harness.clock import wall_clock_follows
     from harness.sim import Simulator
 
     sim = getattr(runtime, "sim", None)
-    return wall_clock_follows(sim.clock) if isinstance(sim, Simulator) else nullcontext()
+    if engine == "sim" and isinstance(sim, Simulator):
+        return wall_clock_follows(sim.clock)
+    return nullcontext()
 
 
 __all__ = ["ChaosClock", "ChaosRun", "ChaosRunner"]

@@ -144,13 +144,24 @@ class ChaosState:
         """Check the adapter contract once per process; the failure message, or None."""
         if spec not in self.contracts:
             from harness.conformance import check_adapter
-            from harness.errors import AdapterContractError
+            from harness.errors import AdapterContractError, RunTimeout
+            from harness.runner import run_timeout
+            from harness.watchdog import Watchdog
 
+            adapter = self.adapters[spec]
+            limit = run_timeout(adapter, self.options(spec))
             try:
-                check_adapter(self.adapters[spec])
+                # The check is a run too: an adapter that hangs in it must not hang pytest.
+                with Watchdog(limit):
+                    check_adapter(adapter)
                 self.contracts[spec] = None
             except AdapterContractError as exc:
                 self.contracts[spec] = str(exc)
+            except RunTimeout:
+                self.contracts[spec] = (
+                    f"adapter {adapter.name!r}: the contract check passed the wall-clock limit "
+                    f"of {limit:g}s; raise it with --chaos-run-timeout or make the runtime "
+                    "answer")
         return self.contracts[spec]
 
 

@@ -112,7 +112,7 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         with Watchdog(limit):
             runtime = adapter.open(ctx)
             opened = True
-            with follow_wall_clock(runtime):
+            with follow_wall_clock(runtime, adapter.engine):
                 messages: dict[str, int] = {}
                 for number, step in enumerate(schedule.steps):
                     runtime.advance(step.at)
@@ -203,10 +203,14 @@ def runtime_config(adapter: Adapter) -> Any:
 
 
 @contextmanager
-def follow_wall_clock(runtime: Runtime) -> Iterator[None]:
-    """Handlers of a simulated runtime read its virtual time from the wall clock too."""
+def follow_wall_clock(runtime: Runtime, engine: str = "sim") -> Iterator[None]:
+    """Handlers of a simulated runtime read its virtual time from the wall clock too.
+
+    Only for engine 'sim': a real engine's adapter (even one that wraps a simulator) waits
+    on `time.monotonic()`, which a frozen clock stops for good.
+    """
     sim = getattr(runtime, "sim", None)
-    if isinstance(sim, Simulator):
+    if engine == "sim" and isinstance(sim, Simulator):
         with wall_clock_follows(sim.clock):
             yield
     else:

@@ -402,3 +402,103 @@ def test_under_xdist_workers_share_the_seed_and_the_report_has_every_run(
     junit = (pytester.path / "out" / "junit.xml").read_text()
     # One generated schedule per invariant item, run in either worker, all in the report.
     assert junit.count("<testcase") >= 8
+
+
+# ---------------------------------------------------------------------------- hangs
+
+REAL_ADAPTER = """
+import threading
+import time
+from pathlib import Path
+
+from harness.adapters import load_adapter
+
+class WallClockRuntime:
+    '''A user's real-engine runtime: it waits for its engine by the wall clock.'''
+
+    def __init__(self, inner, block):
+        self._inner = inner
+        self._block = block
+        self.world = inner.world
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def advance(self, until):
+        if self._block is not None and until > self._block:
+            threading.Event().wait()  # an engine that never answers
+        deadline = time.monotonic() + 0.001
+        while time.monotonic() < deadline:  # hangs forever under a frozen clock
+            pass
+        self._inner.advance(until)
+
+    def close(self):
+        Path("closed.txt").write_text("closed")
+        self._inner.close()
+
+class RealAdapter:
+    name = "wall-clock"
+    description = "a real engine's adapter that reads time.monotonic()"
+    engine = "real"
+
+    def __init__(self, block=None):
+        self._inner = load_adapter("reference")
+        self._block = block
+
+    def check_config(self):
+        return self._inner.check_config()
+
+    def open(self, ctx):
+        return WallClockRuntime(self._inner.open(ctx), self._block)
+
+adapter = RealAdapter()
+blocked = RealAdapter(block=-1.0)  # from the start
+blocked_late = RealAdapter(block=86400.0)  # once a run waits past a day
+"""
+
+
+def test_a_real_engines_adapter_runs_on_the_real_clock(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(real_adapter=REAL_ADAPTER)
+    pytester.syspathinsert()
+    _scenarios(pytester, ANSWERED_IN_2_MINUTES)
+    # The limit only keeps a regression from hanging: under a frozen clock the item would
+    # fail as "timed out" instead of passing.
+    result = pytester.runpytest_inprocess("--chaos-adapter", "real_adapter:adapter",
+                                          "--chaos-schedules", "0", "--chaos-run-timeout",
+                                          "30", "-k", "scenario")
+    result.assert_outcomes(passed=1)
+
+
+def test_a_run_blocked_in_advance_ends_at_the_ini_timeout_and_its_runtime_is_closed(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(real_adapter=REAL_ADAPTER)
+    pytester.makeini("[pytest]\nchaos_run_timeout = 0.5\n")
+    pytester.syspathinsert()
+    _scenarios(pytester, ANSWERED_IN_2_MINUTES)
+    result = pytester.runpytest_inprocess("--chaos-adapter", "real_adapter:blocked_late",
+                                          "--chaos-schedules", "0")
+    result.assert_outcomes(passed=1, failed=1)  # the contract waits less than a day
+    result.stdout.fnmatch_lines(["*unknown: the adapter crashed: timed out: the run passed "
+                                 "its wall-clock limit of 0.5s*"])
+    assert (pytester.path / "closed.txt").exists()
+
+
+def test_a_contract_check_blocked_in_advance_fails_at_the_timeout(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(real_adapter=REAL_ADAPTER)
+    pytester.syspathinsert()
+    result = pytester.runpytest_inprocess("--chaos-adapter", "real_adapter:blocked",
+                                          "--chaos-schedules", "0", "--chaos-run-timeout",
+                                          "0.5", "--chaos-scenarios", "none")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*adapter 'wall-clock': the contract check passed the "
+                                 "wall-clock limit of 0.5s*"])
+    assert (pytester.path / "closed.txt").exists()
+
+
+def test_a_bad_run_timeout_names_where_it_came_from(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_inprocess("--chaos-adapter", "reference",
+                                          "--chaos-run-timeout", "0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert any("--chaos-run-timeout on the command line: expected a positive duration" in line
+               for line in _error_lines(result))
