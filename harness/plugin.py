@@ -331,7 +331,7 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = _resolve(config)
     if settings is None:
         return
-    from harness.adapters import load_adapter
+    from harness.adapters import load_adapter, preflight
     from harness.errors import UsageError
 
     adapter_where = _Source(config, "--chaos-adapter", "chaos_adapter").value()[1]
@@ -339,6 +339,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for spec in settings.adapters:
         try:
             adapters[spec] = load_adapter(spec)
+            # A missing component is a configuration error, found before any item runs.
+            preflight(spec, adapters[spec])
         except UsageError as exc:
             raise pytest.UsageError(f"{adapter_where}: {exc}") from None
         except Exception as exc:  # an adapter whose module or constructor fails

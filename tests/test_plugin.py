@@ -502,3 +502,21 @@ def test_a_bad_run_timeout_names_where_it_came_from(pytester: pytest.Pytester) -
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert any("--chaos-run-timeout on the command line: expected a positive duration" in line
                for line in _error_lines(result))
+
+
+def test_an_adapter_that_cannot_run_here_is_a_usage_error_before_any_item(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(missing=BROKEN_ADAPTER + """
+from harness.errors import ComponentUnavailable
+
+def _preflight(self):
+    raise ComponentUnavailable("engine-server not found; run `make engine`")
+
+DeafAdapter.preflight = _preflight
+""")
+    pytester.syspathinsert()
+    result = pytester.runpytest_inprocess("--chaos-adapter", "missing:adapter")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert _error_lines(result) == [
+        "ERROR: --chaos-adapter on the command line: adapter 'missing:adapter' cannot run "
+        "here: engine-server not found; run `make engine`"]

@@ -456,3 +456,44 @@ def test_escape_sequences_in_an_adapter_name_are_escaped_on_the_terminal(
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\r" not in out
     assert "\\x1b[2Jevil\\rname: 1 run(s)" in out
+
+
+def test_a_scenario_naming_a_host_that_does_not_exist_exits_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = _scenario(tmp_path, MESSAGE + '[[step]]\nat = "1m"\ndo = "crash"\n'
+                         'host = "no-such-host"\n')
+    assert main(_run(report=tmp_path / "r", scenario=scenario)) == 3
+    assert "unknown host 'no-such-host'" in capsys.readouterr().out
+
+
+EARLY_ANSWER = """\
+[[step]]
+at = "0s"
+do = "message"
+session = "s1"
+tools = ["send_email"]
+
+[[step]]
+at = "1s"
+do = "answer"
+session = "s1"
+"""
+
+
+def test_an_early_answer_waits_for_its_card_on_a_real_engine_and_is_dropped_on_the_sim(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The card shows once the model answered (2s in): at 1s there is none yet. A real
+    # engine shows it from another process a moment later, so the answer waits for it; the
+    # simulator keeps today's behaviour exactly (the answer is dropped, same history).
+    monkeypatch.chdir(tmp_path)
+    scenario = _scenario(tmp_path, EARLY_ANSWER)
+    main(_run(report=tmp_path / "sim", scenario=scenario))
+    assert "step 1 (answer at 1s, s1) dropped: no open card" in capsys.readouterr().out
+    spec = user_adapter(tmp_path, engine="real")
+    assert main(_run("--adapter", spec, report=tmp_path / "real", scenario=scenario)) == 0
+    out = capsys.readouterr().out
+    assert "steps not applied as written" not in out
+    history = next((tmp_path / "real" / "runs").glob("*/*/history.jsonl")).read_text()
+    assert '"kind":"op.answer"' in history and '"type":"ok"' in history
