@@ -236,8 +236,8 @@ def exit_status(suite: SuiteOutcome, allow_unknown: bool = False) -> int:
         return 128 + signal.SIGINT
     if suite.violations:
         return EXIT_VIOLATIONS
-    if suite.unknown_runs and not allow_unknown:
-        return EXIT_UNKNOWN
+    if (suite.unknown_runs or not suite.runs) and not allow_unknown:
+        return EXIT_UNKNOWN  # never green on nothing: no run at all judged nothing either
     return EXIT_OK
 
 
@@ -326,7 +326,10 @@ def _dispatch(args: argparse.Namespace) -> int:
                       report_dir=report_dir, progress=not args.quiet, run_timeout=run_timeout)
     print(_summary(suite, report_dir))
     status = exit_status(suite, args.allow_unknown)
-    if status == EXIT_UNKNOWN:
+    if status == EXIT_UNKNOWN and not suite.runs:
+        print("durable-chaos: could not judge: nothing ran (no scenario and no generated "
+              "schedule); give --scenarios or --schedules N", file=sys.stderr)
+    elif status == EXIT_UNKNOWN:
         print(f"durable-chaos: could not judge: {suite.unknown_runs} run(s) unknown (see the "
               "report; --allow-unknown exits 0 instead)", file=sys.stderr)
     return status

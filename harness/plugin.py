@@ -454,6 +454,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         runs=tuple(state.runs),
         wall_time=time.perf_counter() - state.started,
         complete=exitstatus not in (pytest.ExitCode.INTERRUPTED,),
+        interrupted="SIGINT" if exitstatus == pytest.ExitCode.INTERRUPTED else None,
         environment=environment(),
         shrunk=tuple(state.shrunk),
     )

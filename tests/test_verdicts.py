@@ -497,3 +497,11 @@ def test_an_early_answer_waits_for_its_card_on_a_real_engine_and_is_dropped_on_t
     assert "steps not applied as written" not in out
     history = next((tmp_path / "real" / "runs").glob("*/*/history.jsonl")).read_text()
     assert '"kind":"op.answer"' in history and '"type":"ok"' in history
+
+
+def test_nothing_to_run_is_not_green(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                     ) -> None:
+    code = main(["run", "--scenarios", "none", "--schedules", "0", "--report-dir",
+                 str(tmp_path / "r"), "--quiet"])
+    assert code == 3
+    assert "could not judge: nothing ran" in capsys.readouterr().err
