@@ -234,6 +234,31 @@ def test_the_watchdog_leaves_a_run_that_finishes_in_time_alone() -> None:
         threading_event_wait_forever()
 
 
+def test_the_watchdog_interrupts_a_run_on_a_worker_thread() -> None:
+    import threading
+    import time
+
+    from harness.errors import RunTimeout
+    from harness.watchdog import Watchdog
+
+    seen: list[str] = []
+
+    def work() -> None:
+        try:
+            with Watchdog(0.1):
+                while True:
+                    time.sleep(0.01)
+        except RunTimeout:
+            seen.append("timed out")
+        time.sleep(0.2)  # nothing lands after the block
+        seen.append("went on")
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(10)
+    assert seen == ["timed out", "went on"]
+
+
 def threading_event_wait_forever() -> None:
     import threading
 
