@@ -246,16 +246,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
         with _sigterm_stops():
             return _dispatch(args)
     except UsageError as exc:
         print(f"durable-chaos: error: {printable(str(exc))}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except ComponentUnavailable as exc:
         print(f"durable-chaos: error: {printable(str(exc))}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except Terminated:
         print("durable-chaos: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM

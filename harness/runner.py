@@ -246,7 +246,8 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[str],
         if not cards:
             reason = "no open card" if session in messages else "unknown session"
             history.add(kind, "invoke", session=session)
-            history.add(kind, "fail", session=session, data={"reason": reason})
+            # The history keeps its words of before: same seed, same bytes.
+            history.add(kind, "fail", session=session, data={"reason": "no open card"})
             notes.append(f"step {number} ({_step_label(step)}) dropped: {reason}"
                          + ("" if session in messages else
                             " (no message was sent to it before)"))
