@@ -514,6 +514,7 @@ def _from_json(data: dict[str, Any]) -> RunOutcome:
                r["reached"], r["note"], dict(r["stats"]))
         for r in data["results"])
     values["skipped_faults"] = tuple(data.get("skipped_faults", ()))
+    values["step_notes"] = tuple(data.get("step_notes", ()))
     values["alive"] = tuple((float(t), int(n)) for t, n in data.get("alive", ()))
     return RunOutcome(**values)
 

@@ -36,6 +36,7 @@ from harness.errors import RunTimeout
 __all__ = ["SIGNAL", "Watchdog"]
 
 SIGNAL: signal.Signals = signal.SIGUSR2
+REPEAT = 1.0  # seconds between interrupts once the limit has passed
 
 
 class Watchdog:
@@ -76,9 +77,9 @@ class Watchdog:
         # a plain assignment orders it), and under the lock the timer sends nothing more.
         self._armed = False
         with self._lock:
-            pass
-        if self._timer is not None:
-            self._timer.cancel()
+            timer = self._timer
+        if timer is not None:
+            timer.cancel()
         if self._main:
             signal.signal(SIGNAL, self._previous)
         elif self.fired:
@@ -95,6 +96,12 @@ class Watchdog:
             else:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(
                     ctypes.c_ulong(self._target), ctypes.py_object(RunTimeout))
+            # Again every REPEAT seconds until the block is left: adapter code that swallows
+            # the first one (`except BaseException`) and blocks again is interrupted again.
+            self._timer = threading.Timer(REPEAT, self._fire)
+            self._timer.daemon = True
+            self._timer.name = "durable-chaos-watchdog"
+            self._timer.start()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self._armed and self.fired:

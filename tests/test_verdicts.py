@@ -234,6 +234,22 @@ def test_the_watchdog_leaves_a_run_that_finishes_in_time_alone() -> None:
         threading_event_wait_forever()
 
 
+def test_the_watchdog_interrupts_again_an_adapter_that_swallows_the_first_interrupt() -> None:
+    import threading
+
+    from harness.errors import RunTimeout
+    from harness.watchdog import Watchdog
+
+    swallowed = []
+    with pytest.raises(RunTimeout), Watchdog(0.05):
+        try:
+            threading.Event().wait()
+        except BaseException as exc:  # an adapter's over-broad cleanup, then it blocks again
+            swallowed.append(exc)
+            threading.Event().wait()
+    assert len(swallowed) == 1 and isinstance(swallowed[0], RunTimeout)
+
+
 def test_the_watchdog_interrupts_a_run_on_a_worker_thread() -> None:
     import threading
     import time
