@@ -53,6 +53,8 @@ class SuiteOutcome:
     complete: bool = True  # False when interrupted (Ctrl-C) or the adapter crashed
     environment: dict[str, str] = field(default_factory=dict)
     shrunk: tuple[RunOutcome, ...] = ()  # minimal failing schedules found by shrinking
+    # Which scenario sets ran, e.g. ("builtin (15)", "my/scenarios (2)").
+    scenario_sets: tuple[str, ...] = ()
 
     @property
     def violations(self) -> int:

@@ -33,6 +33,7 @@ from harness.checkers.base import CheckConfig, Checker, Result, run_checkers
 from harness.clock import VirtualClock, wall_clock_follows
 from harness.history import History
 from harness.outcome import RunOutcome, SuiteOutcome
+from harness.schedules.library import describe_sets
 from harness.schedules.model import Schedule, Step
 from harness.sim import Simulator
 
@@ -544,6 +545,7 @@ def run_suite(
         complete=complete,
         environment=environment(),
         shrunk=tuple(shrunk),
+        scenario_sets=describe_sets(scenarios),
     )
     if report_dir is not None:
         write_outputs(suite, report_dir)
