@@ -258,9 +258,11 @@ def render(reports: Sequence[PathReport]) -> str:
 
 
 def run_doctor(paths: Sequence[str] | None, components: Sequence[str] | None,
-               out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+               out: TextIO | None = None, err: TextIO | None = None) -> int:
     """The `doctor` command. Exit 0 when every path asked for with --path can run (without
     --path the doctor only reports, and exits 0); 1 when one cannot or an install failed."""
+    out = out or sys.stdout
+    err = err or sys.stderr
     if components:
         try:
             install(list(dict.fromkeys(components)), out=out)

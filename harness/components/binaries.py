@@ -44,6 +44,13 @@ def cache_dir() -> Path:
     return root / "durable-chaos"
 
 
+def _checkout() -> bool:
+    """Whether the harness runs from a checkout of durable-chaos (editable or not), where
+    `make restate toxiproxy` installs into the repository; an installed wheel sits in
+    site-packages, where `node_modules/` would mean nothing."""
+    return (_REPO_ROOT / "pyproject.toml").is_file() and (_REPO_ROOT / "harness").is_dir()
+
+
 def _executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
@@ -94,7 +101,7 @@ class Tool:
                     f"${self.env_var}={from_env} is not an executable file; unset it, or "
                     f"run `{self.install_command}` ({self.how})")
             return Found(Path(from_env), f"${self.env_var}")
-        for candidate in self.repository:
+        for candidate in self.repository if _checkout() else ():
             if _executable(_REPO_ROOT / candidate):
                 return Found(_REPO_ROOT / candidate, "repository")
         if _executable(self.cache_path()):
@@ -107,7 +114,7 @@ class Tool:
 
     def looked(self) -> str:
         places = [f"${self.env_var} (unset)"]
-        places += [str(_REPO_ROOT / c) for c in self.repository]
+        places += [str(_REPO_ROOT / c) for c in self.repository if _checkout()]
         places.append(str(self.cache_path()))
         places += [f"{n} on PATH" for n in self.on_path]
         return ", ".join(places)
