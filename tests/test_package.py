@@ -254,3 +254,71 @@ def test_doctor_and_the_real_path_from_the_wheel_say_what_to_install(
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
     assert "pip install 'durable-chaos[restate,postgres]'" in run.stderr
+
+
+@pkg
+@pytest.mark.real
+def test_an_installed_user_gets_the_real_path_with_doctor_install(
+        installed: tuple[Path, Path], tmp_path: Path) -> None:
+    """The whole story of an installed user on the real path: the wheel with its extras, then
+    `doctor --install restate toxiproxy` into an empty cache, then the built-in real set."""
+    wheel, _ = installed
+    for program in ("npm", "go"):
+        if shutil.which(program) is None:
+            _unavailable(f"{program} is not installed; `doctor --install` needs it")
+    from harness.components.postgres import PostgresUnavailable, find_binaries
+
+    try:
+        find_binaries()
+    except PostgresUnavailable as exc:
+        _unavailable(str(exc))
+    venv = tmp_path / "venv"
+    made = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    assert made.returncode == 0, made.stderr
+    done = _run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
+                 "install", "-q", "--disable-pip-version-check", f"{wheel}[restate,postgres]"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    env = _user_env(tmp_path)
+    # Go derives its build cache from XDG_CACHE_HOME too: keep the user's warm one.
+    env["GOCACHE"] = _run(["go", "env", "GOCACHE"]).stdout.strip()
+    bin_dir = venv / "bin"
+    install = _run([str(bin_dir / "durable-chaos"), "doctor", "--install", "restate",
+                    "toxiproxy"], cwd=tmp_path, env=env)
+    assert install.returncode == 0, install.stdout + install.stderr
+    assert "restate: ready" in install.stdout
+    assert install.stdout.count("(from cache)") == 2
+    work = tmp_path / "project"
+    work.mkdir()
+    run = _run([str(bin_dir / "durable-chaos"), "run", "--adapter", "reference-restate",
+                "--scenarios", "builtin:real", "--schedules", "0", "--quiet"], cwd=work, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"reference-restate: {len(REAL)} run(s), 0 with violations, 0 unknown" in run.stdout
+    assert f"scenario sets: builtin:real ({len(REAL)})" in run.stdout
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}; CI=true requires it")
+    pytest.skip(reason)
+
+
+def test_the_readme_commands_for_installed_users_parse() -> None:
+    """Every `durable-chaos ...` line of the README's section for installed users is a
+    command line the CLI accepts, and every `--chaos-*` option there is the plugin's."""
+    import re
+    import shlex
+
+    from harness.cli import _parser
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Install it in your own project", 1)[1].split("\n## ", 1)[0]
+    commands = [line.split("  #")[0].strip() for line in section.splitlines()
+                if line.strip().startswith("durable-chaos ") or "run: durable-chaos " in line]
+    commands = [c.split("run: ", 1)[-1] for c in commands]
+    assert len(commands) >= 6
+    for command in commands:
+        argv = shlex.split(command)[1:]
+        _parser().parse_args(argv)  # exits 2 on an unknown option or a bad choice
+    plugin = (ROOT / "harness" / "plugin.py").read_text()
+    for option in set(re.findall(r"--chaos-[a-z]+", section)):
+        assert f'"{option}"' in plugin, option
