@@ -142,10 +142,10 @@ def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
                     by_invariant.setdefault(result.checker, []).append(f"{run.name}: {first}")
         for invariant, examples in by_invariant.items():
             lines.append(f"  {invariant}: {len(examples)} run(s), e.g. {examples[0]}")
-    for minimal in suite.shrunk:
-        lines.append(f"replay the minimal failing schedule: {minimal.replay_command}")
     if suite.scenario_sets:
         lines.append(f"scenario sets: {', '.join(suite.scenario_sets)}")
+    for minimal in suite.shrunk:
+        lines.append(f"replay the minimal failing schedule: {minimal.replay_command}")
     if not suite.complete:
         lines.append("the run was incomplete (interrupted or out of time budget)")
     lines.append(f"report: {report_dir / 'index.html'}  junit: {report_dir / 'junit.xml'}")

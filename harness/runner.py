@@ -27,13 +27,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import harness.schedules.library as scenario_library
 from harness.adapters import CAPABILITY_OF, Adapter, RunContext, Runtime, load_adapter
 from harness.checkers import ALL
 from harness.checkers.base import CheckConfig, Checker, Result, run_checkers
 from harness.clock import VirtualClock, wall_clock_follows
 from harness.history import History
 from harness.outcome import RunOutcome, SuiteOutcome
-from harness.schedules.library import describe_sets
 from harness.schedules.model import Schedule, Step
 from harness.sim import Simulator
 
@@ -540,12 +540,12 @@ def run_suite(
     suite = SuiteOutcome(
         adapters=tuple(adapter.name for _, adapter in adapters),
         seed=seed,
+        scenario_sets=scenario_library.describe_sets(scenarios),
         runs=tuple(runs),
         wall_time=wall() - started,
         complete=complete,
         environment=environment(),
         shrunk=tuple(shrunk),
-        scenario_sets=describe_sets(scenarios),
     )
     if report_dir is not None:
         write_outputs(suite, report_dir)
