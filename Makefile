@@ -15,8 +15,7 @@ RESTATE_SERVER_VERSION := $(call pin,RESTATE_SERVER)
 export GOBIN := $(TOOLS)/bin
 export GOFLAGS := -mod=mod
 
-.PHONY: all install tools restate toxiproxy chromium lint typecheck test test-fast run bench clean \
-	pins wheel
+.PHONY: all install tools restate toxiproxy chromium lint typecheck test test-fast run bench clean
 
 all: test
 
@@ -27,6 +26,7 @@ install: $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
 
+.PHONY: pins wheel
 pins:
 	@echo "restate-server $(RESTATE_SERVER_VERSION)"
 	@echo "toxiproxy $(TOXIPROXY_VERSION)"
