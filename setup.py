@@ -29,6 +29,7 @@ setup(
     package_data={
         "harness": ["py.typed", "report/*.css", "report/*.js"],
         "reference_impl": ["py.typed"],
-        **{name: ["*.toml", "*.md"] for name in library},
+        # Every file: the library is data, whatever its extension.
+        **{name: ["*"] for name in library},
     },
 )
