@@ -133,6 +133,15 @@ def test_the_plugin_defaults_to_the_library_and_takes_builtin_real(
     bad.stderr.fnmatch_lines(["*--chaos-scenarios on the command line: empty holds no *.toml*"])
 
 
+def test_the_plugin_report_says_which_scenario_sets_ran(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_inprocess("--chaos-adapter", "reference", "--chaos-schedules",
+                                          "0", "--chaos-scenarios=builtin:real",
+                                          "--chaos-report=out")
+    result.assert_outcomes(passed=len(REAL) + 1)
+    html = (pytester.path / "out" / "index.html").read_text()
+    assert f"<dt>Scenario sets</dt><dd>builtin:real ({len(REAL)})</dd>" in html
+
+
 # ---------------------------------------------------------------------------- the wheel
 
 
