@@ -131,8 +131,8 @@ def describe_sets(schedules: Iterable[Schedule]) -> tuple[str, ...]:
     for schedule in schedules:
         if schedule.path is None:
             continue
-        folder = Path(schedule.path).resolve().parent
-        counts[_label(folder, root)] = counts.get(_label(folder, root), 0) + 1
+        label = _label(Path(schedule.path).resolve().parent, root)
+        counts[label] = counts.get(label, 0) + 1
     return tuple(f"{label} ({n})" for label, n in counts.items())
 
 
