@@ -87,8 +87,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--chaos-scenarios", dest="chaos_scenarios", default=None, metavar="PATH",
-        help="a scenario file or a directory of *.toml; 'none' for none (default: "
-        "<rootdir>/scenarios if it exists). ini: chaos_scenarios",
+        help="a scenario file, a directory of *.toml, 'builtin' (the library shipped with "
+        "durable-chaos), 'builtin:real', or 'none' (default: <rootdir>/scenarios if it holds "
+        "*.toml, else builtin). ini: chaos_scenarios",
     )
     parser.addini("chaos_adapter", "default of --chaos-adapter (whitespace or comma list)",
                   type="args", default=[])
