@@ -157,17 +157,28 @@ def _postgres() -> Check:
                  version=_first_line([str(binaries.postgres), "--version"]), install=install)
 
 
+def _docker_hosts() -> list[str]:
+    """Where the container path looks for an engine: $DOCKER_HOST, else the machine's socket,
+    else the one a checkout's `make docker` starts under .scratch/docker."""
+    if os.environ.get("DOCKER_HOST"):
+        return [os.environ["DOCKER_HOST"]]
+    project = Path(__file__).resolve().parents[1] / ".scratch" / "docker" / "docker.sock"
+    return [f"unix://{s}" for s in (Path("/var/run/docker.sock"), project) if s.exists()]
+
+
 def _docker_engine() -> Check:
     install = "apt-get install docker.io  (then start dockerd, or set DOCKER_HOST)"
     cli = shutil.which("docker")
     if cli is None:
         return Check("docker engine", False, install=install, note="no `docker` on PATH")
-    version = _first_line([cli, "version", "--format", "{{.Server.Version}}"])
-    if not version or not version[0].isdigit():
-        return Check("docker engine", False, where=cli, install=install,
-                     note="the docker CLI is here but no engine answers "
-                     f"(DOCKER_HOST={os.environ.get('DOCKER_HOST', 'unset')})")
-    return Check("docker engine", True, where=cli, version=version, install=install)
+    hosts = _docker_hosts()
+    for host in hosts:
+        version = _first_line([cli, "-H", host, "version", "--format", "{{.Server.Version}}"])
+        if version[:1].isdigit():
+            return Check("docker engine", True, where=host, version=version, install=install)
+    return Check("docker engine", False, where=cli, install=install,
+                 note="the docker CLI is here but no engine answers at "
+                 + (", ".join(hosts) or "$DOCKER_HOST (unset) nor /var/run/docker.sock"))
 
 
 def _simulator() -> PathReport:

@@ -259,3 +259,16 @@ def test_doctor_installs_the_pinned_restate_server_into_the_cache(
                              check=True).stdout
     assert version.strip() == f"restate-server {pins.RESTATE_SERVER}"
     assert RESTATE_SERVER.locate() == binaries.Found(target, "cache")
+
+
+def test_the_containers_path_needs_an_engine_that_answers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("docker") is None:
+        _unavailable("the docker CLI is not installed (apt-get install docker.io)")
+    dead = f"unix://{tmp_path / 'no-engine.sock'}"
+    monkeypatch.setenv("DOCKER_HOST", dead)
+    report = check_path("containers")
+    engine = next(c for c in report.checks if c.name == "docker engine")
+    assert not engine.found and not report.ok
+    assert dead in engine.note
+    assert engine.install.startswith("apt-get install docker.io")
