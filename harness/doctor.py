@@ -145,14 +145,14 @@ def _venv_executable(name: str, install: str, *, required: bool = True) -> Check
 
 
 def _postgres() -> Check:
-    from harness.components.postgres import PostgresUnavailable, find_binaries
+    from harness.components.postgres import PostgresUnavailable, _server_user, find_binaries
 
     install = "apt-get install postgresql  (Debian/Ubuntu; the server binaries initdb, pg_ctl)"
     try:
         binaries = find_binaries()
-    except PostgresUnavailable:
-        return Check("postgresql server", False, install=install,
-                     note="initdb and pg_ctl not on PATH nor in /usr/lib/postgresql/*/bin")
+        _server_user()  # as root, the server needs a user to run as
+    except PostgresUnavailable as exc:
+        return Check("postgresql server", False, install=install, note=str(exc))
     return Check("postgresql server", True, where=str(binaries.initdb.parent),
                  version=_first_line([str(binaries.postgres), "--version"]), install=install)
 

@@ -272,3 +272,14 @@ def test_the_containers_path_needs_an_engine_that_answers(
     assert not engine.found and not report.ok
     assert dead in engine.note
     assert engine.install.startswith("apt-get install docker.io")
+
+
+def test_the_restate_path_needs_postgresql_server_binaries(
+        nowhere: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("harness.components.postgres._VERSIONED_BIN_GLOB",
+                        str(nowhere / "no-postgresql" / "*" / "bin"))
+    report = check_path("restate")
+    pg = next(c for c in report.checks if c.name == "postgresql server")
+    assert not pg.found and not report.ok
+    assert "initdb" in pg.note
+    assert pg.install.startswith("apt-get install postgresql")
