@@ -311,7 +311,7 @@ def install(components: Sequence[str], *, out: TextIO) -> None:
             built = scratch / Path(*tool.cached.parts[1:])
             if not (built.is_file() and os.access(built, os.X_OK)):
                 raise InstallError(f"{tool.name}: the install finished but {built} is not an "
-                                   "executable; report this with the output above")
+                                   "executable; please report this as a bug")
             if entry.exists():
                 shutil.rmtree(entry)
             scratch.rename(entry)
