@@ -6,7 +6,12 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TOOLS := $(CURDIR)/.tools
-TOXIPROXY_VERSION := v2.12.0
+# The component pins live in harness/components/pins.py, which `durable-chaos doctor --install`
+# also uses, so a checkout and an installed user get the same versions (package.json repeats the
+# restate-server pin for npm; tests/test_doctor.py checks that all agree: `make pins`).
+pin = $(shell sed -n 's/^$(1) = "\(.*\)"$$/\1/p' harness/components/pins.py)
+TOXIPROXY_VERSION := $(call pin,TOXIPROXY)
+RESTATE_SERVER_VERSION := $(call pin,RESTATE_SERVER)
 export GOBIN := $(TOOLS)/bin
 export GOFLAGS := -mod=mod
 
@@ -20,6 +25,15 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
+
+.PHONY: pins wheel
+pins:
+	@echo "restate-server $(RESTATE_SERVER_VERSION)"
+	@echo "toxiproxy $(TOXIPROXY_VERSION)"
+
+# The wheel users install: the package with the scenario library (setup.py maps scenarios/).
+wheel: $(BIN)/python
+	$(BIN)/pip wheel -q --no-deps -w dist .
 
 restate: node_modules/.package-lock.json
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import harness.schedules.library as scenario_library
 from harness.adapters import CAPABILITY_OF, Adapter, RunContext, Runtime, load_adapter
 from harness.checkers import ALL
 from harness.checkers.base import CheckConfig, Checker, Result, run_checkers
@@ -669,6 +670,7 @@ def run_suite(
     suite = SuiteOutcome(
         adapters=tuple(adapter.name for _, adapter in adapters),
         seed=seed,
+        scenario_sets=scenario_library.describe_sets(scenarios),
         runs=tuple(runs),
         wall_time=wall() - started,
         complete=complete,

@@ -58,7 +58,13 @@ def _naive() -> Adapter:
 def _restate(attribute: str) -> Adapter:
     # Imported on demand: the real path pulls in httpx and psycopg, which the default
     # simulator path does not need.
-    module = importlib.import_module("harness.adapters.restate")
+    try:
+        module = importlib.import_module("harness.adapters.restate")
+    except ModuleNotFoundError as exc:  # an installed user without the extras
+        raise AdapterNotFound(
+            f"the Restate adapters need the module {exc.name!r}: pip install "
+            "'durable-chaos[restate,postgres]' (`durable-chaos doctor --path restate` lists "
+            "everything the real path needs)") from None
     adapter: Adapter = getattr(module, attribute)()
     return adapter
 

@@ -362,6 +362,7 @@ def _summary(suite: SuiteOutcome) -> str:
         ("Adapters", ", ".join(_adapters(suite)) or "none"),
         ("Seed", str(suite.seed)),
         ("Schedules run", run_text),
+        ("Scenario sets", ", ".join(suite.scenario_sets) or "none"),
         ("Virtual time", f"{fmt_duration(virtual)} in total, longest run "
                          f"{fmt_duration(longest)}"),
         ("Wall time", _fmt_wall(suite.wall_time)),
