@@ -51,7 +51,9 @@ typecheck: install
 	$(BIN)/mypy
 
 test: install tools lint typecheck
-	$(BIN)/pytest -n 2 -q
+	@$(MAKE) --no-print-directory docker images
+	@trap '$(MAKE) --no-print-directory docker-stop' EXIT INT TERM; \
+		DOCKER_HOST=$(DOCKER_SOCK) $(BIN)/pytest -n 2 -q
 
 # The simulator-only tests: no real components.
 test-fast: install
@@ -104,6 +106,12 @@ docker-stop:
 # tagged by a hash of their content, rebuilt only when it changes).
 images: install tools docker
 	DOCKER_HOST=$(DOCKER_SOCK) $(BIN)/python -m harness.components.images build
+
+# Only the container tests, on the project's engine (stopped after).
+test-containers: install tools
+	@$(MAKE) --no-print-directory docker images
+	@trap '$(MAKE) --no-print-directory docker-stop' EXIT INT TERM; \
+		DOCKER_HOST=$(DOCKER_SOCK) $(BIN)/pytest -q tests/test_containers.py
 
 clean:
 	rm -rf $(VENV) node_modules $(TOOLS) reports/*.html reports/*.xml reports/runs

@@ -7,6 +7,7 @@ traceback).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -54,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--restate-admin-url", default=None, metavar="URL",
                        help="its admin API, e.g. http://127.0.0.1:9070 "
                        "(env DURABLE_CHAOS_RESTATE_ADMIN_URL)")
+        p.add_argument("--components", default=None, choices=None,
+                       metavar="processes|containers",
+                       help="how the real path runs restate-server, PostgreSQL, Toxiproxy and "
+                       "worker hosts: processes (default) or Docker containers (`make docker "
+                       "images`); env DURABLE_CHAOS_COMPONENTS")
 
     run = sub.add_parser("run", help="run the scenarios and generated schedules",
                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -176,6 +182,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         from harness.adapters.restate import use_restate
 
         use_restate(ingress, admin)  # a UsageError unless both are given
+    from harness.components.stack import COMPONENTS_ENV, use_components
+
+    if getattr(args, "components", None):
+        use_components(args.components, source="--components")
+    elif os.environ.get(COMPONENTS_ENV):
+        use_components(os.environ[COMPONENTS_ENV], source=f"${COMPONENTS_ENV}")
     adapters = args.adapter or ["reference"]
     for spec in adapters:
         load_adapter(spec)  # fail early, before anything runs

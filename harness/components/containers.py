@@ -229,8 +229,7 @@ def _start(image: str, role: str, run: str, *, command: Sequence[str],
 
     container = DockerContainer(image)
     container.with_command(list(command))
-    if name is not None:
-        container.with_name(name)
+    container.with_name(name or f"dc-{run}-{role}-{uuid.uuid4().hex[:6]}")
     for key, value in (env or {}).items():
         container.with_env(key, value)
     for host_path, mode in volumes.items():
