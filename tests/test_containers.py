@@ -266,7 +266,9 @@ def test_nothing_left_after_ctrl_c(client: object, tmp_path: Path) -> None:
     try:
         _wait_workers(client, proc)
         os.killpg(proc.pid, signal.SIGINT)
-        assert proc.wait(timeout=120) != 0
+        # Interrupted, it writes the report of what ran so far and exits.
+        assert proc.wait(timeout=120) in (0, 1, 130)
+        assert (tmp_path / "r" / "index.html").exists()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -605,6 +605,7 @@ class ContainerWorker(WorkerProcess):
         if not self.port:
             self.port = free_port()
         if self._container is not None:  # the crashed incarnation, whose exit was read
+            self._keep_log(self._container)
             _remove(self._container)
             self._container = None
         env = dict(self.env)
@@ -658,6 +659,14 @@ class ContainerWorker(WorkerProcess):
         self.startup_seconds = time.monotonic() - self._spawned_at
         return self
 
+    def _keep_log(self, container: Container) -> None:
+        """The container's output, appended to the host's log file in `log_dir` (the
+        container and its own log go when it is removed)."""
+        if self.log_dir is None:
+            return
+        with contextlib.suppress(OSError), (self.log_dir / f"{self.name}.log").open("a") as fh:
+            fh.write(f"--- container {container.name}\n{_logs(container, 200_000)}")
+
     def pause(self) -> None:
         if self._container is not None:
             self._container.pause()
@@ -699,10 +708,7 @@ class ContainerWorker(WorkerProcess):
         try:
             _stop_container_keep(container, timeout)
             code = _exit_code(container)
-            if self.log_dir is not None:
-                with contextlib.suppress(OSError):
-                    (self.log_dir / f"{self.name}.container.log").write_text(
-                        _logs(container, 200_000))
+            self._keep_log(container)
         finally:
             _remove(container)
         return code
