@@ -25,6 +25,7 @@ a label, and a missing one is a configuration error naming `make images`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -339,6 +340,13 @@ def build(client: docker.DockerClient, kind: str, *, log: Callable[[str], None] 
         client.api.import_image_from_file(str(tarball), repository=f"{REPOSITORY}/{kind}",
                                           tag=content[:12], changes=changes)
     image = _image(client, tag)
+    # Same content, sources touched since (a reinstall): the old image lost its tag to the
+    # new one and would stay behind untagged.
+    if existing is not None and image is not None and existing.id != image.id:
+        import docker.errors
+
+        with contextlib.suppress(docker.errors.APIError):
+            client.images.remove(existing.id, noprune=False)
     megabytes = 0.0 if image is None else float(image.attrs.get("Size", 0)) / 1e6
     log(f"{kind}: built {tag} ({megabytes:.0f} MB) in {time.monotonic() - started:.1f}s")
     return tag
