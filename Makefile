@@ -77,8 +77,8 @@ DOCKER_PID := $(DOCKER_DIR)/docker.pid
 docker:
 	@command -v dockerd >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null)
 	@mkdir -p $(DOCKER_DIR)
-	@if [ -f $(DOCKER_PID) ] && kill -0 "$$(cat $(DOCKER_PID))" 2>/dev/null; then \
-		echo "dockerd already running (pid $$(cat $(DOCKER_PID)), $(DOCKER_SOCK))"; \
+	@if DOCKER_HOST=$(DOCKER_SOCK) docker version >/dev/null 2>&1; then \
+		echo "dockerd already running ($(DOCKER_SOCK))"; \
 	else \
 		rm -f $(DOCKER_PID); \
 		setsid dockerd --bridge=none --iptables=false --ip-masq=false \
