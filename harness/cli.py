@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--restate-admin-url", default=None, metavar="URL",
                        help="its admin API, e.g. http://127.0.0.1:9070 "
                        "(env DURABLE_CHAOS_RESTATE_ADMIN_URL)")
-        p.add_argument("--components", default=None, choices=None,
+        p.add_argument("--components", default=None,
                        metavar="processes|containers",
                        help="how the real path runs restate-server, PostgreSQL, Toxiproxy and "
                        "worker hosts: processes (default) or Docker containers (`make docker "
