@@ -97,7 +97,11 @@ def main() -> int:
         "`make images`. Command: "
         f"`python benchmarks/component_startup.py --runs {args.runs}`; "
         f"{platform.python_version()}, {os.cpu_count()} cpus, load average at the end {load}, "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "", *rows, "", END])
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Runs alternate between the "
+        "paths; the first PostgreSQL start of the process pays initdb (both paths share its "
+        "template), hence the maximum of the processes column. A container worker pays "
+        "`docker run` and the start of its init before hypercorn's own start-up.",
+        "", *rows, "", END])
     print(section)
     text = args.out.read_text() if args.out.exists() else ""
     if BEGIN in text and END in text:
