@@ -51,7 +51,8 @@ typecheck: install
 	$(BIN)/mypy
 
 test: install tools lint typecheck
-	@$(MAKE) --no-print-directory docker images
+	@$(MAKE) --no-print-directory docker
+	@$(BUILD_IMAGES)
 	@trap '$(MAKE) --no-print-directory docker-stop' EXIT INT TERM; \
 		DOCKER_HOST=$(DOCKER_SOCK) $(BIN)/pytest -n 2 -q
 
@@ -104,12 +105,15 @@ docker-stop:
 
 # Images for the container path, built locally from the project's pinned binaries (idempotent:
 # tagged by a hash of their content, rebuilt only when it changes).
+BUILD_IMAGES := DOCKER_HOST=$(DOCKER_SOCK) $(BIN)/python -m harness.components.images build
+
 images: install tools docker
-	DOCKER_HOST=$(DOCKER_SOCK) $(BIN)/python -m harness.components.images build
+	$(BUILD_IMAGES)
 
 # Only the container tests, on the project's engine (stopped after).
 test-containers: install tools
-	@$(MAKE) --no-print-directory docker images
+	@$(MAKE) --no-print-directory docker
+	@$(BUILD_IMAGES)
 	@trap '$(MAKE) --no-print-directory docker-stop' EXIT INT TERM; \
 		DOCKER_HOST=$(DOCKER_SOCK) $(BIN)/pytest -q tests/test_containers.py
 
