@@ -102,6 +102,10 @@ docker-stop:
 		kill -0 $$pid 2>/dev/null && kill -9 $$pid; \
 		echo "dockerd stopped (pid $$pid)"; \
 	fi; rm -f $(DOCKER_PID)
+	@# dockerd leaves its host network namespace bind-mounted under the exec root.
+	@if [ -d $(DOCKER_DIR)/exec/netns ]; then \
+		for m in $(DOCKER_DIR)/exec/netns/*; do umount "$$m" 2>/dev/null || true; done; \
+	fi
 
 # Images for the container path, built locally from the project's pinned binaries (idempotent:
 # tagged by a hash of their content, rebuilt only when it changes).

@@ -107,6 +107,19 @@ def test_image_content_hash_is_stable_and_sees_a_changed_byte(tmp_path: Path) ->
     assert images._write_tar(entries, tmp_path / "c.tar") != first
 
 
+def test_official_images_are_the_pinned_tags_and_the_worker_stays_local(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(images.IMAGES_ENV, "official")
+    # No engine is asked: the tag is the answer (the engine pulls it when a container starts).
+    assert images.find_image(None, "restate") == "docker.io/restatedev/restate:1.7.12"  # type: ignore[arg-type]
+    assert images.find_image(None, "postgres") == "docker.io/library/postgres:15"  # type: ignore[arg-type]
+    assert images.find_image(None, "toxiproxy") == "ghcr.io/shopify/toxiproxy:2.12.0"  # type: ignore[arg-type]
+    assert "worker" not in images.OFFICIAL
+    monkeypatch.setenv(images.IMAGES_ENV, "latest")
+    with pytest.raises(ConfigError, match="DURABLE_CHAOS_IMAGES='latest': use 'local'"):
+        images.find_image(None, "restate")  # type: ignore[arg-type]
+
+
 # -- with an engine --------------------------------------------------------------------------
 
 @pytest.mark.real
