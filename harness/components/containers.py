@@ -500,6 +500,7 @@ class _SocketBroker:
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(str(self.path))
         self._server.listen(64)
+        atexit.register(shutil.rmtree, self.dir, True)
         threading.Thread(target=self._serve, name="listener-broker", daemon=True).start()
 
     def register(self, listener: SharedListener) -> None:
