@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import signal
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -77,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--restate-admin-url", default=None, metavar="URL",
                        help="its admin API, e.g. http://127.0.0.1:9070 "
                        "(env DURABLE_CHAOS_RESTATE_ADMIN_URL)")
+        p.add_argument("--components", default=None,
+                       metavar="processes|containers",
+                       help="how the real path runs restate-server, PostgreSQL, Toxiproxy and "
+                       "worker hosts: processes (default) or Docker containers (`make docker "
+                       "images`); env DURABLE_CHAOS_COMPONENTS")
 
     run = sub.add_parser("run", help="run the scenarios and generated schedules",
                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -308,6 +314,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         from harness.adapters.restate import use_restate
 
         use_restate(ingress, admin)  # a UsageError unless both are given
+    from harness.components.stack import COMPONENTS_ENV, use_components
+
+    if getattr(args, "components", None):
+        use_components(args.components, source="--components")
+    elif os.environ.get(COMPONENTS_ENV):
+        use_components(os.environ[COMPONENTS_ENV], source=f"${COMPONENTS_ENV}")
     adapters = args.adapter or ["reference"]
     run_timeout = _run_timeout(args.run_timeout)
     # Everything the user gave is checked before anything starts or is written: options,

@@ -99,6 +99,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "a real engine). ini: chaos_run_timeout",
     )
     parser.addini("chaos_run_timeout", "default of --chaos-run-timeout", default="")
+    group.addoption(
+        "--chaos-components", dest="chaos_components", default=None,
+        metavar="processes|containers",
+        help="real adapters run their components and worker hosts as processes (default) or "
+        "Docker containers. ini: chaos_components",
+    )
+    parser.addini("chaos_components", "default of --chaos-components", default="")
     parser.addini("chaos_adapter", "default of --chaos-adapter (whitespace or comma list)",
                   type="args", default=[])
     parser.addini("chaos_seed", "default of --chaos-seed", default="")
@@ -349,6 +356,14 @@ def pytest_configure(config: pytest.Config) -> None:
         except Exception as exc:  # an adapter whose module or constructor fails
             raise pytest.UsageError(f"{adapter_where}: adapter {spec!r} failed to load: "
                                     f"{type(exc).__name__}: {exc}") from None
+    components, where = _Source(config, "--chaos-components", "chaos_components").value()
+    if components is not None and str(components).strip():
+        from harness.components.stack import use_components
+
+        try:
+            use_components(str(components).strip(), source=where)
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
     scenarios = _load_scenarios(config, settings.scenarios)
     config.stash[STATE] = ChaosState(settings, adapters, scenarios)
     config.addinivalue_line("markers", f"{MARKER}: an item of the durable-chaos suite")

@@ -54,10 +54,9 @@ from typing import Any, Literal
 from harness.adapters.base import LINKS, TOXICS, NetworkFaults, RunContext
 from harness.checkers.base import CheckConfig
 from harness.components.net import wait_until
-from harness.components.postgres import PostgresServer
-from harness.components.procs import ProcessGroup, stop_groups
+from harness.components.procs import ProcessGroup
 from harness.components.restate import RestateServer
-from harness.components.toxiproxy import ToxiproxyServer
+from harness.components.stack import component_stack
 from harness.components.workers import SharedListener, WorkerProcess
 from harness.errors import UsageError
 from harness.history import History
@@ -225,8 +224,10 @@ class RestateRuntime:
         self._services: tuple[str, ...] = ()
         # The logs of the run's workers and Toxiproxy, kept after the run for post-mortems.
         self.log_dir = Path(tempfile.mkdtemp(prefix="durable-chaos-run-"))
-        self.pg = PostgresServer()
-        self.toxiproxy = ToxiproxyServer(log_dir=self.log_dir)
+        # Processes or containers (`--components`): the same interfaces either way.
+        self.stack = component_stack()
+        self.pg = self.stack.postgres()
+        self.toxiproxy = self.stack.toxiproxy(log_dir=self.log_dir)
         ingress = self.restate_ingress_url or os.environ.get(INGRESS_ENV)
         admin = self.restate_admin_url or os.environ.get(ADMIN_ENV)
         if bool(ingress) != bool(admin):
@@ -234,8 +235,8 @@ class RestateRuntime:
                              f"and {ADMIN_ENV}), or neither to let the harness start its own")
         self.external = bool(ingress and admin)
         self.restate = (RestateServer.external(str(ingress), str(admin)) if self.external
-                        else RestateServer(http2_keep_alive_interval=self.keep_alive,
-                                           http2_keep_alive_timeout=self.keep_alive))
+                        else self.stack.restate(http2_keep_alive_interval=self.keep_alive,
+                                                http2_keep_alive_timeout=self.keep_alive))
         self.world_server = WorldServer(self.history, now=self.elapsed,
                                         model_latency=self.model_latency,
                                         deployment_of=self._deployment_of,
@@ -293,13 +294,11 @@ class RestateRuntime:
     def _stop_everything(self) -> None:
         for thread in self._holds:
             thread.join(timeout=15)
-        groups = [h.worker.process for d in self._deployments for h in d.hosts
-                  if h.worker._group is not None]
         if self.external and self._services:
             with contextlib.suppress(Exception):
                 self._clean_restate("after the run")
         try:
-            stop_groups(groups, 5.0, term_grace=0.3)
+            self.stack.stop_workers([h.worker for d in self._deployments for h in d.hosts])
             for dep in self._deployments:
                 dep.listener.close()
                 if self.external and dep.id:
@@ -438,8 +437,7 @@ class RestateRuntime:
                 dep.drained = True
                 self.history.add("deployment.drained", deployment=dep.id,
                                  data={"version": dep.version, "source": "sys_invocation"})
-                stop_groups([h.worker.process for h in dep.hosts if h.worker._group],
-                            5.0, term_grace=0.3)
+                self.stack.stop_workers([h.worker for h in dep.hosts])
                 dep.listener.close()
 
     def _resume(self, host: _Host) -> None:
@@ -517,9 +515,10 @@ class RestateRuntime:
                 "DURABLE_CHAOS_CONFIG": config,
                 "DURABLE_CHAOS_HOST": name,
             }
-            worker = WorkerProcess("reference_impl.worker:app", env=env, name=f"worker-{name}",
-                                   pythonpath=[_REPO_ROOT], cwd=_REPO_ROOT,
-                                   listener=dep.listener, log_dir=self.log_dir)
+            worker = self.stack.worker("reference_impl.worker:app", env=env,
+                                       name=f"worker-{name}", pythonpath=[_REPO_ROOT],
+                                       cwd=_REPO_ROOT, listener=dep.listener,
+                                       log_dir=self.log_dir)
             dep.hosts.append(_Host(name, worker, dep))
         for host in dep.hosts:  # start in parallel, then wait for each
             host.worker.spawn()
