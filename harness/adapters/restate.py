@@ -57,6 +57,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -72,7 +73,7 @@ from harness.checkers.base import CheckConfig
 from harness.clock import AutojumpClock
 from harness.components.net import wait_until
 from harness.components.postgres import PostgresServer
-from harness.components.procs import ProcessGroup, stop_groups
+from harness.components.procs import ProcessGroup, stop_groups, sweep_stale
 from harness.components.restate import RestateServer
 from harness.components.toxiproxy import ToxiproxyServer
 from harness.components.workers import SharedListener, WorkerProcess
@@ -96,6 +97,8 @@ __all__ = [
 ]
 
 INGRESS_ENV = "DURABLE_CHAOS_RESTATE_INGRESS_URL"
+KEEP_LOGS_ENV = "DURABLE_CHAOS_KEEP_LOGS"
+_LOG_PREFIX = "durable-chaos-run-"
 ADMIN_ENV = "DURABLE_CHAOS_RESTATE_ADMIN_URL"
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -250,8 +253,11 @@ class RestateRuntime:
         self._closed = False
         self._invocations: dict[str, str] = {}
         self._services: tuple[str, ...] = ()
-        # The logs of the run's workers and Toxiproxy, kept after the run for post-mortems.
-        self.log_dir = Path(tempfile.mkdtemp(prefix="durable-chaos-run-"))
+        # The logs of the run's workers and Toxiproxy: removed when the run closes (kept with
+        # DURABLE_CHAOS_KEEP_LOGS=1 for post-mortems); the pid in the name lets the next run
+        # remove those of a harness that was killed.
+        sweep_stale(Path(tempfile.gettempdir()), _LOG_PREFIX)
+        self.log_dir = Path(tempfile.mkdtemp(prefix=f"{_LOG_PREFIX}{os.getpid()}-"))
         self.pg = PostgresServer()
         self.toxiproxy = ToxiproxyServer(log_dir=self.log_dir)
         ingress = self.restate_ingress_url or os.environ.get(INGRESS_ENV)
@@ -314,6 +320,8 @@ class RestateRuntime:
         try:
             self._stop_everything()
         finally:
+            if not os.environ.get(KEEP_LOGS_ENV):
+                shutil.rmtree(self.log_dir, ignore_errors=True)
             self._exit.close()
 
     def _stop_everything(self) -> None:
