@@ -31,9 +31,9 @@ __all__ = [
     "live_groups",
     "release_sysv_segments",
     "scratch_dir",
-    "sweep_stale",
     "stop_all",
     "stop_groups",
+    "sweep_stale",
 ]
 
 _PR_SET_PDEATHSIG = 1
