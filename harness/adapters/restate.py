@@ -246,6 +246,10 @@ class RestateRuntime:
         self._jumps = 0
         self._fired = 0
         self._fire_lag = 0.0
+        # Deadlines of timers fired since the engine was last quiescent, and the longest
+        # delay from a deadline to the engine being quiescent again (its latency).
+        self._acting: list[float] = []
+        self._latency = 0.0
         self._armed: dict[str, list[tuple[str, float]]] = {}
         self._toxics: list[_Toxic] = []
         self._toxic_count = 0
@@ -421,6 +425,7 @@ class RestateRuntime:
         admin = self.restate.admin
         self._fired += 1
         self._fire_lag = max(self._fire_lag, now - timer.deadline)
+        self._acting.append(timer.deadline)
         self._last_action = time.monotonic()
         try:
             if timer.kind == "sleep":
@@ -441,7 +446,7 @@ class RestateRuntime:
                                       idempotency_key=timer.id))
         except Exception as exc:
             # A sleep whose invocation moved on (its other branch won) has no one to wake.
-            self.history.add("timer.unfired", "info", invocation=timer.invocation,
+            self.history.add("restate.timer_unfired", "info", invocation=timer.invocation,
                              data={"timer": timer.id, "kind": timer.kind,
                                    "error": f"{type(exc).__name__}: {exc}"[:300]})
 
@@ -504,6 +509,11 @@ class RestateRuntime:
             left = admin.invocations(f"status <> 'completed' AND {self._ours()}")
             self.history.add("restate.not_quiet", data={"error": str(exc), "left": left[:20]})
         self._tick()
+        # How the virtual clock went, and the latency the checkers add to their tolerance.
+        self.history.add("clock.latency", data={
+            "seconds": round(self._latency, 3), "timers_fired": self._fired,
+            "max_fire_lag": round(self._fire_lag, 3), "jumps": self._jumps,
+            "skipped": round(self.clock.jumped, 3)})
         asyncio.run(self._record_logs())
 
     async def _record_logs(self) -> None:
@@ -540,7 +550,12 @@ class RestateRuntime:
         self._restart_crashed()
         rows = self._observe_invocations()
         self._drain()
-        return self._quiescent(rows)
+        quiet = self._quiescent(rows)
+        if quiet and self._acting:
+            now = self.clock.now()
+            self._latency = max(self._latency, now - min(self._acting))
+            self._acting.clear()
+        return quiet
 
     def _drain(self) -> None:
         if not any(d.superseded and not d.drained for d in self._deployments):
@@ -566,6 +581,9 @@ class RestateRuntime:
                 dep.listener.close()
 
     def _end_hold(self, hold: _Hold) -> None:
+        # The clock skipped the rest of the fault: what timers were doing meanwhile is no
+        # measure of the engine's latency.
+        self._acting.clear()
         host = hold.host
         if hold.action == "resume":
             if host.worker.alive:
@@ -893,6 +911,7 @@ class RestateRuntime:
                 self._toxics.remove(t)
         for t in due:
             self.clock.jump_to(t.until)
+            self._acting.clear()
             self._heal(t)
 
     def _heal_all(self) -> None:
