@@ -8,7 +8,7 @@ Configured by environment variables (set by the harness's Restate adapter):
   cards), usually through Toxiproxy;
 - `DURABLE_CHAOS_OBSERVER_URL`: where observations go (direct, default: the world URL);
 - `DURABLE_CHAOS_PG`: the PostgreSQL conninfo of the thread log (usually through Toxiproxy);
-- `DURABLE_CHAOS_CONFIG`: JSON of the scaled `Config` (hand_off_after, max_wait, ...);
+- `DURABLE_CHAOS_CONFIG`: JSON of the `Config` (hand_off_after, max_wait, ...);
 - `DURABLE_CHAOS_PG_IDLE_MS`, `DURABLE_CHAOS_PG_LOCK_MS`: the store's session timeouts;
 - `DURABLE_CHAOS_HOST`: this worker's name (the thread log's owner identity);
 - `DURABLE_CHAOS_TIMERS_URL`: where durable time is kept (the harness's virtual clock, see

@@ -778,6 +778,11 @@ class RestateRuntime:
                           None)
             if action == "pause" and target is not None:
                 self._hold(target, "resume", duration)
+                # The worker stops itself on this answer: a pause window of the history, as
+                # the simulator records one.
+                self.history.add("host.paused", host=target.name,
+                                 deployment=target.deployment.id,
+                                 data={"duration": duration, "point": point})
         if action == RESET_AFTER_COMMIT:
             try:
                 self._hold_next_commit(host)
