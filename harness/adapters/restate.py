@@ -486,7 +486,8 @@ class RestateRuntime:
 
     def finish(self) -> None:
         """Heal what is still broken, wait (bounded) until Restate has nothing of this app
-        left to run, then record the thread logs."""
+        left to run (quiescent: what still waits, waits on a person or a timer past the
+        horizon, as on the simulator), then record the thread logs."""
         self._heal_all()
         with self._lock:
             pending, self._holds = self._holds, []
@@ -497,10 +498,7 @@ class RestateRuntime:
         admin = self.restate.admin
 
         def quiet() -> bool | None:
-            self._tick()
-            rows = admin.query("SELECT count(*) AS n FROM sys_invocation "
-                               f"WHERE status <> 'completed' AND {self._ours()}")
-            return True if int(rows[0].get("n", 0)) == 0 else None
+            return True if self._tick() else None
 
         try:
             wait_until(quiet, timeout=self.drain_timeout, what="Restate invocations",
