@@ -101,3 +101,34 @@ tools = ["lookup"]
     ended = list(runtime.history.of_kind("turn.ended"))
     assert len(ended) == 2
     groups_gone(runtime.process_groups())
+
+
+def test_eight_days_on_restate_hand_off_at_5_minutes_and_expire_at_8_days_from_the_card(
+) -> None:
+    # Virtual time on the real engine: the executor's in-call timer and PendingToolCall's
+    # delayed expiry are the harness's timers, so the thresholds are the real 5 minutes and
+    # 8 days, counted from when the card was shown (not from the waiting row before it).
+    from restate_fixtures import of
+
+    from reference_impl.ports import Config
+
+    adapter = Capturing()
+    outcome = run(adapter, scenario("03-never-answered-expires.toml"))
+    assert outcome.error is None, outcome.error
+    assert failing(outcome) == {}, failing(outcome)
+    history = adapter.opened[0].history
+    card = history.of_kind("tool.awaiting")[0]
+    handoff = history.of_kind("tool.handoff")[0]
+    expired = of(history, "tool.result", outcome="expired")
+    assert expired, [r.data for r in history.of_kind("tool.result")]
+    config, tolerance = Config(), adapter.check_config().tolerance
+    assert config.hand_off_after <= handoff.time - card.time <= config.hand_off_after + tolerance
+    assert expired[0].time - card.time >= config.max_wait
+    assert expired[0].time - card.time <= config.max_wait + tolerance
+    # History times are scenario seconds, with the wall clock beside them; the 8 days were
+    # skipped by the clock's jumps, not waited for.
+    assert expired[0].wall is not None and card.wall is not None
+    clock = history.of_kind("clock.latency")[0].data
+    assert clock["skipped"] > config.max_wait - config.hand_off_after, clock
+    assert clock["timers_fired"] >= 2, clock  # the in-call timer, then the expiry
+    groups_gone(adapter.opened[0].process_groups())
