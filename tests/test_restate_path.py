@@ -132,3 +132,39 @@ def test_eight_days_on_restate_hand_off_at_5_minutes_and_expire_at_8_days_from_t
     assert clock["skipped"] > config.max_wait - config.hand_off_after, clock
     assert clock["timers_fired"] >= 2, clock  # the in-call timer, then the expiry
     groups_gone(adapter.opened[0].process_groups())
+
+
+def test_an_engine_that_never_settles_cannot_hold_the_clock_for_a_scenario_day() -> None:
+    # Both hosts frozen outside any fault (no end planned): the turn's invocation retries
+    # for ever and the engine is never quiescent. The clock must still reach the next step
+    # after `stall_after` real seconds, saying why, instead of taking a real day.
+    import threading
+    import time as _time
+
+    from harness.adapters.base import RunContext
+    from harness.history import History
+
+    adapter = Capturing()
+    runtime = adapter.open(RunContext(seed=0, history=History(wall=_time.time), hosts=1))
+    try:
+        runtime.stall_after = 3.0
+        host = runtime._deployments[0].hosts[0]
+        host.worker.pause()
+        runtime.send_message("s1", {"message_id": "s1.m1", "text": "hi", "user": "alice",
+                                    "plan": []})
+        done = threading.Event()
+
+        def advance() -> None:
+            runtime.advance(86400.0)
+            done.set()
+
+        thread = threading.Thread(target=advance, daemon=True)
+        thread.start()
+        assert done.wait(120), "the clock waited on an engine that never settles"
+        assert runtime.now() >= 86400.0
+        stalled = runtime.history.of_kind("restate.stalled")
+        assert stalled and stalled[0].data["active"], stalled
+        host.worker.resume()
+    finally:
+        runtime.close()
+    groups_gone(runtime.process_groups())

@@ -224,6 +224,8 @@ class RestateRuntime:
     fault_floor: float = 6.0
     # How long (real seconds) a harness action may go unseen in sys_invocation.
     expect_timeout: float = 2.0
+    # Real seconds of an engine never quiescent after which the clock jumps anyway.
+    stall_after: float = 60.0
     history: History = field(init=False)
     world: World = field(init=False)
 
@@ -380,12 +382,29 @@ class RestateRuntime:
     # -- driving --------------------------------------------------------------------------
 
     def advance(self, until: float) -> None:
-        """Run until the clock reads `until`, jumping whenever the engine is quiescent."""
+        """Run until the clock reads `until`, jumping whenever the engine is quiescent.
+
+        An engine that stays busy for `stall_after` real seconds (an invocation retrying
+        for ever, say) would otherwise make the run last as long as the scenario: the clock
+        then jumps all the same, and `restate.stalled` records what kept it busy.
+        """
+        busy_since: float | None = None
         while True:
             quiet = self._tick()
             now = self.clock.now()
             if now >= until:
                 return
+            real = time.monotonic()
+            if quiet:
+                busy_since = None
+            elif busy_since is None:
+                busy_since = real
+            elif real - busy_since > self.stall_after and not self._holds:
+                self.history.add("restate.stalled", "info", data={
+                    "seconds": round(real - busy_since, 1),
+                    "active": [r for r in self._rows.values()
+                               if str(r.get("status")) in _ACTIVE][:10]})
+                busy_since, quiet = None, True
             if quiet:
                 deadline = self.timers.next_deadline()
                 target = until if deadline is None else min(until, deadline)
