@@ -168,3 +168,24 @@ def test_an_engine_that_never_settles_cannot_hold_the_clock_for_a_scenario_day()
     finally:
         runtime.close()
     groups_gone(runtime.process_groups())
+
+
+def test_naive_on_restate_gets_the_simulators_verdicts_on_a_crash_scenario() -> None:
+    # Scaled time once let naive-restate pass pinning-bound here while the simulator failed
+    # it (a deployment pinned for hours after being superseded read as seconds). On virtual
+    # time every invariant gets the simulator's verdict.
+    from restate_fixtures import SCENARIOS
+
+    from harness.adapters import load_adapter
+    from harness.runner import RunOptions, run_schedule
+    from harness.schedules.scenario_file import load_scenario
+
+    schedule = load_scenario(SCENARIOS / "real" / "11-crash-after-email-sent.toml")
+    verdicts = {}
+    for spec in ("naive", "naive-restate"):
+        outcome = run_schedule(load_adapter(spec), schedule,
+                               RunOptions(adapter_spec=spec, report_dir=None))
+        assert outcome.error is None, outcome.error
+        verdicts[spec] = {r.checker: r.outcome for r in outcome.results}
+    assert verdicts["naive"]["pinning-bound"] == "fail"
+    assert verdicts["naive-restate"] == verdicts["naive"]
