@@ -77,8 +77,8 @@ _BUILTIN: dict[str, tuple[str, Callable[[], Adapter]]] = {
     "reference": ("the reference implementation on the simulator (default)", _reference),
     "naive": ("the naive 'before' design (in-call wait, no hand-off) on the simulator", _naive),
     "reference-restate": ("the reference implementation on a real Restate server, with "
-                          "PostgreSQL and Toxiproxy (scaled time)", _reference_restate),
-    "naive-restate": ("the naive variant on a real Restate server (scaled time)",
+                          "PostgreSQL and Toxiproxy (virtual time)", _reference_restate),
+    "naive-restate": ("the naive variant on a real Restate server (virtual time)",
                       lambda: _restate("NaiveRestateAdapter")),
 }
 
