@@ -13,13 +13,17 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from harness.components.postgres import PostgresServer
-from harness.components.restate import RestateServer
-from harness.components.toxiproxy import ToxiproxyServer
-from harness.components.workers import WorkerProcess
 from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    # The components need the `restate` extra (httpx, psycopg); the CLI imports this module
+    # for `--components` on every run, the simulator's included, so they load on first use.
+    from harness.components.postgres import PostgresServer
+    from harness.components.restate import RestateServer
+    from harness.components.toxiproxy import ToxiproxyServer
+    from harness.components.workers import WorkerProcess
 
 __all__ = ["COMPONENTS", "COMPONENTS_ENV", "ComponentStack", "component_stack",
            "use_components"]
@@ -71,15 +75,23 @@ class ProcessStack:
     name = "processes"
 
     def postgres(self) -> PostgresServer:
+        from harness.components.postgres import PostgresServer
+
         return PostgresServer()
 
     def toxiproxy(self, **kwargs: Any) -> ToxiproxyServer:
+        from harness.components.toxiproxy import ToxiproxyServer
+
         return ToxiproxyServer(**kwargs)
 
     def restate(self, **kwargs: Any) -> RestateServer:
+        from harness.components.restate import RestateServer
+
         return RestateServer(**kwargs)
 
     def worker(self, app: str, **kwargs: Any) -> WorkerProcess:
+        from harness.components.workers import WorkerProcess
+
         return WorkerProcess(app, **kwargs)
 
     def stop_workers(self, workers: Sequence[WorkerProcess]) -> None:
