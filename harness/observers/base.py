@@ -1,0 +1,272 @@
+"""What every engine observer shares: poll the engine's own state, write what changed.
+
+An engine observer turns what a durable engine says about itself (Restate's `sys_invocation`,
+Temporal's workflow descriptions, DBOS's `workflow_status`) into the records the checkers
+judge: `invocation.*` (which deployment each invocation is pinned to, when it waits, when it
+completes) and `deployment.*` (registered, superseded, drained). Each engine module only
+writes `snapshot()`, one read of the engine's state as plain values; this base compares each
+snapshot with the one before and records the differences, on a thread of its own.
+
+Why poll, not hook: the point is to judge the engine by what it reports, not by what the
+application believes it did; and a user's adapter then only drives its application.
+
+What a poll cannot see it does not invent: an invocation that starts and completes between
+two polls is recorded as created, started and completed at the poll that first saw it. The
+interval (default 0.1 s real) bounds how late a record can be; checkers judge bounds of
+seconds to days, with a tolerance.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from harness.history import History
+from harness.world import Card, World
+
+__all__ = [
+    "DeploymentState",
+    "EngineObserver",
+    "InvocationState",
+    "Snapshot",
+    "Status",
+    "TurnOf",
+]
+
+Status = Literal["pending", "running", "suspended", "paused", "completed"]
+STATUSES: Final = ("pending", "running", "suspended", "paused", "completed")
+
+
+@dataclass(frozen=True, slots=True)
+class InvocationState:
+    """One invocation (a Restate invocation, a Temporal workflow, a DBOS workflow) as the
+    engine reports it. `deployment` is the deployment it is pinned to, None while it has none.
+    """
+
+    id: str
+    status: Status
+    deployment: str | None = None
+    target: str | None = None
+    key: str | None = None
+    # Why it is paused, or how it completed ("succeeded", "failed", ...).
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentState:
+    """One deployment: `current` when the engine routes new work to it."""
+
+    id: str
+    version: str
+    current: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    invocations: tuple[InvocationState, ...] = ()
+    deployments: tuple[DeploymentState, ...] = ()
+
+
+# Which invocations are turns of the agent: (session, turn, message id), else None. With it
+# the observer also records `turn.started` / `turn.ended`, so an adapter whose agent runs one
+# workflow per message needs no observations of its own.
+TurnOf = Callable[[InvocationState], "tuple[str, str, str] | None"]
+
+
+class EngineObserver(ABC):
+    """Polls `snapshot()` every `interval` real seconds on its own thread; records changes.
+
+    Records are stamped by the history's clock (bind the runtime's clock to the history, so
+    they are in schedule time). Give `world` to also record the approval cards as the
+    agent shows and closes them (`tool.awaiting`, `tool.result` with the card's outcome).
+    """
+
+    def __init__(self, history: History, *, interval: float = 0.1,
+                 turn_of: TurnOf | None = None, world: World | None = None) -> None:
+        self.history = history
+        self.interval = interval
+        self.turn_of = turn_of
+        self.world = world
+        self._lock = threading.RLock()
+        self._poll_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._invocations: dict[str, InvocationState] = {}
+        self._pinned: dict[str, str] = {}  # invocation -> deployment it was started on
+        self._deployments: dict[str, DeploymentState] = {}
+        self._superseded: set[str] = set()
+        self._drained: set[str] = set()
+        self._was_current: set[str] = set()
+        self._cards: dict[str, str | None] = {}  # tool call -> outcome it was closed with
+        self.polls = 0
+        self.last_error: str | None = None
+
+    # -- what an engine module writes
+
+    @abstractmethod
+    def snapshot(self) -> Snapshot:
+        """One read of the engine's state. May raise: the poll is retried next interval."""
+
+    def close_engine(self) -> None:
+        """Release the engine client (called on the observer's thread when it stops)."""
+        return None
+
+    # -- running
+
+    def start(self) -> EngineObserver:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=type(self).__name__,
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def __enter__(self) -> EngineObserver:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.poll()
+                self._stop.wait(self.interval)
+        finally:
+            self.close_engine()
+
+    def poll(self) -> bool:
+        """Read the engine once and record what changed; False when the read failed."""
+        try:
+            with self._poll_lock:  # an engine client may serve one read at a time
+                snap = self.snapshot()
+        except Exception as exc:  # the engine may be restarting: try again next interval
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            self.last_error = (f"{type(exc).__name__}: {exc} "
+                               f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno})")
+            return False
+        with self._lock:
+            self._apply(snap)
+            self._watch_cards()
+            self.polls += 1
+            self.last_error = None
+        return True
+
+    def wait_polls(self, count: int = 2, timeout: float = 10.0) -> bool:
+        """Block until `count` more successful polls happened (a fresh view), or timeout."""
+        target = self.polls + count
+        deadline = time.monotonic() + timeout
+        while self.polls < target:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(self.interval / 4)
+        return True
+
+    # -- what the adapter may ask
+
+    def deployment_of(self, invocation: str) -> str | None:
+        with self._lock:
+            return self._pinned.get(invocation)
+
+    def pinned_to(self, deployment: str) -> list[str]:
+        """Invocations not completed and pinned to `deployment`."""
+        with self._lock:
+            return [i for i, d in self._pinned.items()
+                    if d == deployment and self._invocations[i].status != "completed"]
+
+    def invocations(self) -> dict[str, InvocationState]:
+        with self._lock:
+            return dict(self._invocations)
+
+    # -- recording
+
+    def _apply(self, snap: Snapshot) -> None:
+        add = self.history.add
+        for dep in snap.deployments:
+            if dep.id not in self._deployments:
+                add("deployment.registered", deployment=dep.id, data={"version": dep.version})
+            self._deployments[dep.id] = dep
+        for inv in snap.invocations:
+            self._invocation(self._invocations.get(inv.id), inv)
+        # A deployment is superseded once another one is current; it drains once nothing
+        # running or waiting is pinned to it.
+        # Only a deployment that once took new work can be superseded: a version registered
+        # and never promoted was never live.
+        self._was_current.update(d.id for d in self._deployments.values() if d.current)
+        if any(d.current for d in self._deployments.values()):
+            for dep in self._deployments.values():
+                if dep.current or dep.id in self._superseded or dep.id not in self._was_current:
+                    continue
+                self._superseded.add(dep.id)
+                add("deployment.superseded", deployment=dep.id,
+                    data={"version": dep.version, "pinned": len(self.pinned_to(dep.id))})
+        for dep_id in sorted(self._superseded - self._drained):
+            if not self.pinned_to(dep_id):
+                self._drained.add(dep_id)
+                add("deployment.drained", deployment=dep_id)
+
+    def _invocation(self, old: InvocationState | None, new: InvocationState) -> None:
+        add = self.history.add
+        inv = new.id
+        data = {k: v for k, v in (("target", new.target), ("key", new.key)) if v is not None}
+        turn = self.turn_of(new) if self.turn_of is not None else None
+        if old is None:
+            add("invocation.created", invocation=inv, data=dict(data))
+            if turn is not None:
+                session, turn_id, message = turn
+                add("turn.started", session=session, turn=turn_id,
+                    data={"event_id": f"{turn_id}.started", "message": message})
+        pinned = self._pinned.get(inv)
+        if new.deployment is not None and new.deployment != pinned:
+            kind = "invocation.started" if pinned is None else "invocation.repinned"
+            self._pinned[inv] = new.deployment
+            add(kind, invocation=inv, deployment=new.deployment, data=dict(data))
+        before = old.status if old is not None else "pending"
+        if new.status != before:
+            dep = self._pinned.get(inv)
+            if new.status == "suspended":
+                add("invocation.suspended", invocation=inv, deployment=dep)
+            elif new.status == "running" and before in ("suspended", "paused"):
+                add("invocation.resumed", invocation=inv, deployment=dep)
+            elif new.status == "paused":
+                add("invocation.paused", invocation=inv, deployment=dep,
+                    data={"reason": new.detail or "paused by the engine"})
+            elif new.status == "completed":
+                add("invocation.completed", invocation=inv, deployment=dep,
+                    data={"outcome": new.detail or "completed"})
+                if turn is not None:
+                    session, turn_id, _ = turn
+                    add("turn.ended", session=session, turn=turn_id,
+                        data={"event_id": f"{turn_id}.ended",
+                              "reason": "completed" if new.detail in (None, "succeeded")
+                              else str(new.detail)})
+        self._invocations[inv] = new
+
+    def _watch_cards(self) -> None:
+        if self.world is None:
+            return
+        cards: list[Card] = list(self.world.state.cards.values())
+        for card in cards:
+            known = card.tool_call in self._cards
+            if not known:
+                self._cards[card.tool_call] = None
+                self.history.add("tool.awaiting", session=card.session, turn=card.turn,
+                                 tool_call=card.tool_call,
+                                 data={"event_id": f"{card.tool_call}.awaiting",
+                                       "tool": card.tool})
+            if card.closed is not None and self._cards[card.tool_call] is None:
+                self._cards[card.tool_call] = card.closed
+                self.history.add("tool.result", session=card.session, turn=card.turn,
+                                 tool_call=card.tool_call,
+                                 data={"event_id": f"{card.tool_call}.result",
+                                       "outcome": card.closed})
