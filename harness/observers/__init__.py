@@ -26,6 +26,7 @@ _LAZY = {
     "RestateObserver": "harness.observers.restate",
     "TemporalObserver": "harness.observers.temporal",
     "DbosObserver": "harness.observers.dbos",
+    "WorkerHosts": "harness.observers.hosts",
 }
 
 __all__ = ["DeploymentState", "EngineObserver", "InvocationState", "Snapshot", "Status",

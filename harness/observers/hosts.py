@@ -1,0 +1,143 @@
+"""Worker processes of a user's runtime, and the host faults on them.
+
+Every example adapter needs the same thing besides its observer: one process group per worker
+of each deployment, kill -9 with a restart of the same version after some downtime, SIGSTOP /
+SIGCONT, and fault points at the world's deliveries ("after the email was sent, before the
+engine recorded the step": the world has just recorded the delivery, the worker has not yet
+heard back). `WorkerHosts` does that and records `host.*` and `faultpoint.reached`, so an
+adapter gives it the command that starts a worker of a version and the observer's view of
+which deployment runs what.
+
+Times are the runtime's clock (schedule seconds); `tick()` (call it from `advance`) restarts
+and resumes what is due.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Mapping
+from typing import Final
+
+from harness.components.procs import ProcessGroup
+from harness.history import History, Record
+
+__all__ = ["POINTS", "WorkerHosts"]
+
+# Fault points at deliveries to the world: point -> the effect whose delivery reaches it.
+POINTS: Final[Mapping[str, str]] = {
+    "effect.email.after_send": "email",
+    "effect.charge.after_charge": "charge",
+    "effect.model.after_call": "model",
+}
+
+
+class WorkerHosts:
+    """Worker process groups by host id (`DEPLOYMENT/w1`), with crash, pause and fault points.
+
+    `start(deployment)` starts one worker of that deployment; `deployment_of(invocation)` is
+    the observer's answer (which deployment an invocation runs on), used to find the host a
+    fault point hits; `turn_of_delivery` maps a delivery record to that invocation.
+    """
+
+    def __init__(self, history: History, *, now: Callable[[], float],
+                 start: Callable[[str], ProcessGroup], downtime: float,
+                 deployment_of: Callable[[str], str | None],
+                 invocation_of: Callable[[Record], str | None]) -> None:
+        self.history, self.now, self.start, self.downtime = history, now, start, downtime
+        self.deployment_of, self.invocation_of = deployment_of, invocation_of
+        self.hosts: dict[str, tuple[str, ProcessGroup]] = {}
+        self._later: list[tuple[float, str, str]] = []  # (when, "restart" | "resume", host)
+        self._armed: dict[str, list[tuple[str, str, float]]] = {}  # effect -> (point, ...)
+        self._lock = threading.RLock()
+        history.subscribe(self._delivered)
+
+    def add(self, deployment: str) -> str:
+        """Start a worker of `deployment`; returns its host id."""
+        with self._lock:
+            host = f"{deployment}/w{sum(1 for d, _ in self.hosts.values() if d == deployment) + 1}"
+            self.hosts[host] = (deployment, self.start(deployment))
+            return host
+
+    def select(self, selector: str, busy: Callable[[str], object] = lambda dep: False) -> str:
+        """A schedule's host selector: 'latest/N', 'any' / 'owner' (the oldest live host
+        whose deployment `busy` says runs something, else the oldest live one), or an id."""
+        with self._lock:
+            live = [h for h, (_, group) in self.hosts.items() if group.alive]
+            if not live:
+                raise LookupError(f"no live worker host for selector {selector!r}")
+            if selector.startswith("latest/"):
+                return live[-min(len(live), int(selector.split("/")[1]))]
+            if selector in ("any", "owner"):
+                return ([h for h in live if busy(self.hosts[h][0])] or live)[0]
+            return selector
+
+    def crash(self, host: str, downtime: float | None = None) -> str:
+        """kill -9 the host's process group; a worker of the same version restarts after
+        `downtime` (default: the constructor's)."""
+        with self._lock:
+            dep, group = self.hosts[host]
+            group.kill()
+            self.history.add("host.crashed", host=host, deployment=dep)
+            wait = self.downtime if downtime is None else downtime
+            self._later.append((self.now() + wait, "restart", host))
+            return host
+
+    def pause(self, host: str, duration: float) -> str:
+        with self._lock:
+            dep, group = self.hosts[host]
+            group.pause()
+            self.history.add("host.paused", host=host, deployment=dep,
+                             data={"duration": duration})
+            self._later.append((self.now() + duration, "resume", host))
+            return host
+
+    def arm(self, point: str, action: str, duration: float, times: int) -> None:
+        effect = POINTS.get(point)
+        if effect is None:
+            raise ValueError(f"unknown fault point {point!r}; known: {sorted(POINTS)}")
+        with self._lock:
+            self._armed.setdefault(effect, []).extend([(point, action, duration)] * times)
+
+    def tick(self) -> None:
+        """Restart crashed hosts and resume paused ones whose time has come."""
+        with self._lock:
+            due = [item for item in self._later if item[0] <= self.now()]
+            for item in due:
+                self._later.remove(item)
+                _, what, host = item
+                dep, group = self.hosts[host]
+                if what == "resume":
+                    group.resume()
+                    self.history.add("host.resumed", host=host, deployment=dep)
+                else:
+                    self.hosts[host] = (dep, self.start(dep))
+                    self.history.add("host.restarted", host=host, deployment=dep)
+
+    def close(self) -> None:
+        with self._lock:
+            for _, group in self.hosts.values():
+                group.signal(signal.SIGCONT)  # a stopped group cannot act on TERM
+                group.stop()
+
+    def _delivered(self, r: Record) -> None:
+        if r.kind != "effect.delivered":
+            return
+        effect = str(r.data.get("effect"))
+        with self._lock:
+            armed = self._armed.get(effect)
+            if not armed:
+                return
+            invocation = self.invocation_of(r)
+            dep = self.deployment_of(invocation) if invocation is not None else None
+            hosts = [h for h, (d, g) in self.hosts.items() if d == dep and g.alive]
+            if not hosts:  # not one of ours (yet): the point stays armed
+                return
+            point, action, duration = armed.pop(0)
+            host = hosts[0]
+            self.history.add("faultpoint.reached", host=host, deployment=dep,
+                             data={"point": point, "action": action})
+            if action == "crash":
+                self.crash(host)
+            else:
+                self.pause(host, duration)
