@@ -52,8 +52,7 @@ class ApprovalRuntime:
                                          turn_of=lambda inv: self.turns.get(inv.id))
         self.hosts = WorkerHosts(ctx.history, now=self.now, start=self._worker,
                                  downtime=s.crash_downtime,
-                                 deployment_of=self.observer.deployment_of,
-                                 invocation_of=lambda r: r.turn or str(r.tool_call).rsplit(".t")[0])
+                                 deployment_of=self.observer.deployment_of)
         self.observer.start()
         self.deploy("v1")
         self._t0 = time.monotonic()  # schedule time starts once the runtime is up

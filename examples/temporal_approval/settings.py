@@ -4,7 +4,7 @@ In production the agent waits up to 8 days for an approval, and its team wants n
 kept alive more than 5 minutes by a waiting workflow. Temporal's dev server has no time
 skipping, so a chaos run cannot wait 8 days: under test the same rules run with shorter
 thresholds (`CHAOS`), and the runtime's clock counts `scale` scenario seconds per real
-second, so a scenario file says "40s" for what takes 4 real seconds.
+second, so a scenario file says "60s" for what takes 6 real seconds.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ class Settings:
 
 PRODUCTION = Settings(scale=1.0, pinning_bound=300.0, max_wait=8 * 86400.0,
                       tolerance=60.0, crash_downtime=5.0)
-CHAOS = Settings(scale=10.0, pinning_bound=10.0, max_wait=40.0, tolerance=5.0,
-                 crash_downtime=60.0)
+CHAOS = Settings(scale=10.0, pinning_bound=10.0, max_wait=60.0, tolerance=5.0,
+                 crash_downtime=80.0)
 
 
 def current() -> Settings:

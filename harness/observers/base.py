@@ -184,6 +184,11 @@ class EngineObserver(ABC):
             return [i for i, d in self._pinned.items()
                     if d == deployment and self._invocations[i].status != "completed"]
 
+    def current(self) -> str | None:
+        """The deployment the engine routes new work to, as last seen (None: none yet)."""
+        with self._lock:
+            return next((d.id for d in self._deployments.values() if d.current), None)
+
     def invocations(self) -> dict[str, InvocationState]:
         with self._lock:
             return dict(self._invocations)

