@@ -102,6 +102,7 @@ class EngineObserver(ABC):
         self._superseded: set[str] = set()
         self._drained: set[str] = set()
         self._was_current: set[str] = set()
+        self._ended: list[tuple[tuple[str, str, str], str | None]] = []
         self._cards: dict[str, str | None] = {}  # tool call -> outcome it was closed with
         self.polls = 0
         self.last_error: str | None = None
@@ -158,6 +159,12 @@ class EngineObserver(ABC):
         with self._lock:
             self._apply(snap)
             self._watch_cards()
+            for (session, turn_id, _), detail in self._ended:
+                self.history.add("turn.ended", session=session, turn=turn_id,
+                                 data={"event_id": f"{turn_id}.ended",
+                                       "reason": "completed" if detail in (None, "succeeded")
+                                       else str(detail)})
+            self._ended.clear()
             self.polls += 1
             self.last_error = None
         return True
@@ -249,12 +256,8 @@ class EngineObserver(ABC):
             elif new.status == "completed":
                 add("invocation.completed", invocation=inv, deployment=dep,
                     data={"outcome": new.detail or "completed"})
-                if turn is not None:
-                    session, turn_id, _ = turn
-                    add("turn.ended", session=session, turn=turn_id,
-                        data={"event_id": f"{turn_id}.ended",
-                              "reason": "completed" if new.detail in (None, "succeeded")
-                              else str(new.detail)})
+                if turn is not None:  # after the cards of this poll: a turn ends last
+                    self._ended.append((turn, new.detail))
         self._invocations[inv] = new
 
     def _watch_cards(self) -> None:

@@ -1,0 +1,215 @@
+"""Engine observers: what changes between two reads of an engine becomes the checkers' records.
+
+The engine here is a scripted sequence of snapshots (the plain values an engine module's
+`snapshot()` returns); the real engines are in tests/test_observers_restate.py and the example
+tests. What is pinned: the records, their order and fields, and that the checkers judge them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from harness.checkers.base import CheckConfig
+from harness.checkers.liveness import Liveness
+from harness.checkers.pinning import PinningBound
+from harness.history import History
+from harness.observers import (
+    DeploymentState,
+    EngineObserver,
+    InvocationState,
+    Snapshot,
+)
+from harness.observers.hosts import turn_of_delivery
+from harness.world import World
+
+V1 = DeploymentState("dep1", "v1", current=True)
+V1_OLD = DeploymentState("dep1", "v1")
+V2 = DeploymentState("dep2", "v2", current=True)
+
+
+class Scripted(EngineObserver):
+    """An engine that answers each read with the next scripted snapshot (or raises it)."""
+
+    def __init__(self, history: History, script: list[Snapshot | Exception], **kw: object
+                 ) -> None:
+        super().__init__(history, **kw)  # type: ignore[arg-type]
+        self._script: Iterator[Snapshot | Exception] = iter(script)
+
+    def snapshot(self) -> Snapshot:
+        step = next(self._script)
+        if isinstance(step, Exception):
+            raise step
+        return step
+
+
+def run(script: list[tuple[float, Snapshot | Exception]], **kw: object) -> History:
+    """Poll once per scripted snapshot, at its time."""
+    clock = [0.0]
+    history = History(lambda: clock[0])
+    observer = Scripted(history, [s for _, s in script], **kw)
+    for at, _ in script:
+        clock[0] = at
+        observer.poll()
+    return history
+
+
+def kinds(history: History) -> list[tuple[str, str | None, str | None]]:
+    return [(r.kind, r.invocation, r.deployment) for r in history.records]
+
+
+def inv(status: str, dep: str | None = "dep1", **kw: object) -> InvocationState:
+    return InvocationState("inv1", status, dep, target="Agent/run", **kw)  # type: ignore[arg-type]
+
+
+def test_an_invocations_life_is_recorded_once_per_change() -> None:
+    history = run([
+        (0, Snapshot((inv("pending", None),), (V1,))),
+        (1, Snapshot((inv("running"),), (V1,))),
+        (2, Snapshot((inv("suspended"),), (V1,))),
+        (3, Snapshot((inv("suspended"),), (V1,))),  # nothing changed: nothing recorded
+        (4, Snapshot((inv("running"),), (V1,))),
+        (5, Snapshot((inv("completed", detail="succeeded"),), (V1,))),
+    ])
+    assert kinds(history) == [
+        ("deployment.registered", None, "dep1"),
+        ("invocation.created", "inv1", None),
+        ("invocation.started", "inv1", "dep1"),
+        ("invocation.suspended", "inv1", "dep1"),
+        ("invocation.resumed", "inv1", "dep1"),
+        ("invocation.completed", "inv1", "dep1"),
+    ]
+    assert [r.time for r in history.records][2:] == [1, 2, 4, 5]
+    assert history.records[1].data == {"target": "Agent/run"}
+    assert history.records[-1].data == {"outcome": "succeeded"}
+
+
+def test_first_seen_waiting_is_started_then_suspended_and_a_move_is_a_repin() -> None:
+    history = run([
+        (0, Snapshot((inv("suspended"),), (V1,))),
+        (1, Snapshot((inv("running", "dep2"),), (V1_OLD, V2))),
+        (2, Snapshot((inv("paused", "dep2", detail="max attempts"),), (V1_OLD, V2))),
+    ])
+    assert [k for k, _, _ in kinds(history)] == [
+        "deployment.registered", "invocation.created", "invocation.started",
+        "invocation.suspended", "deployment.registered", "invocation.repinned",
+        "invocation.resumed", "deployment.superseded", "deployment.drained",
+        "invocation.paused",
+    ]
+    [paused] = history.of_kind("invocation.paused")
+    assert paused.data == {"reason": "max attempts"}
+
+
+def test_a_superseded_deployment_drains_when_its_last_invocation_completes() -> None:
+    waiting = inv("suspended")
+    history = run([
+        (0, Snapshot((waiting,), (V1,))),
+        (5, Snapshot((waiting,), (V1_OLD, V2))),
+        (100, Snapshot((inv("completed"),), (V1_OLD, V2))),
+    ])
+    [sup] = history.of_kind("deployment.superseded")
+    [drained] = history.of_kind("deployment.drained")
+    assert (sup.deployment, sup.time, sup.data["pinned"]) == ("dep1", 5, 1)
+    assert (drained.deployment, drained.time) == ("dep1", 100)
+
+
+def test_a_version_never_made_current_is_never_superseded() -> None:
+    history = run([
+        (0, Snapshot((), (V1, DeploymentState("dep2", "v2")))),
+        (1, Snapshot((), (V1, DeploymentState("dep2", "v2")))),
+    ])
+    assert history.of_kind("deployment.superseded") == []
+
+
+def test_the_pinning_checker_judges_what_the_observer_recorded() -> None:
+    def story(answered_at: float) -> History:
+        return run([
+            (0, Snapshot((inv("running"),), (V1,))),
+            (2, Snapshot((inv("suspended"),), (V1,))),
+            (10, Snapshot((inv("suspended"),), (V1_OLD, V2))),
+            (answered_at, Snapshot((inv("completed"),), (V1_OLD, V2))),
+        ])
+
+    config = CheckConfig(hand_off_after=300, tolerance=60)
+    late = PinningBound().check(story(8 * 86400), config)
+    assert late.valid is False
+    assert "deployment dep1 (v1) stayed pinned" in late.witness()
+    assert PinningBound().check(story(120), config).valid is True
+
+
+def test_turns_and_cards_are_recorded_as_observations() -> None:
+    clock = [0.0]
+    history = History(lambda: clock[0])
+    world = World(history, now=lambda: clock[0], sleep=lambda s: asyncio.sleep(0))
+    turns = {"inv1": ("s1", "s1.turn1", "s1.m1")}
+    script: list[Snapshot | Exception] = [
+        Snapshot((inv("running"),), (V1,)),
+        Snapshot((inv("suspended"),), (V1,)),
+        Snapshot((inv("completed"),), (V1,)),
+    ]
+    observer = Scripted(history, script, world=world,
+                        turn_of=lambda i: turns.get(i.id))
+    observer.poll()
+    asyncio.run(world.cards.show_card(session="s1", turn="s1.turn1", tool_call="s1.turn1.t1",
+                                      tool="send_email", args={}))
+    clock[0] = 1
+    observer.poll()
+    asyncio.run(world.cards.close_card(tool_call="s1.turn1.t1", outcome="answered"))
+    clock[0] = 2
+    observer.poll()
+    observed = [(r.kind, r.time, r.data.get("event_id")) for r in history.records
+                if r.kind.startswith(("turn.", "tool."))]
+    assert observed == [
+        ("turn.started", 0, "s1.turn1.started"),
+        ("tool.awaiting", 1, "s1.turn1.t1.awaiting"),
+        ("tool.result", 2, "s1.turn1.t1.result"),
+        ("turn.ended", 2, "s1.turn1.ended"),
+    ]
+    [result] = history.of_kind("tool.result")
+    assert (result.session, result.turn, result.tool_call, result.data["outcome"]) == (
+        "s1", "s1.turn1", "s1.turn1.t1", "answered")
+    [ended] = history.of_kind("turn.ended")
+    assert ended.data["reason"] == "completed"
+    # A session whose turn ended is idle: liveness has nothing to say.
+    assert Liveness().check(history, CheckConfig(liveness_bound=1)).valid is not False
+
+
+def test_a_failed_read_records_nothing_and_says_why() -> None:
+    clock = [0.0]
+    history = History(lambda: clock[0])
+    observer = Scripted(history, [ConnectionError("engine restarting"),
+                                  Snapshot((inv("running"),), (V1,))])
+    assert observer.poll() is False
+    assert observer.last_error is not None and "engine restarting" in observer.last_error
+    assert len(history) == 0
+    assert observer.poll() is True
+    assert observer.last_error is None
+    assert observer.deployment_of("inv1") == "dep1"
+    assert observer.pinned_to("dep1") == ["inv1"]
+    assert observer.current() == "dep1"
+
+
+def test_the_thread_polls_until_stopped() -> None:
+    history = History()
+    script: list[Snapshot | Exception] = [Snapshot((), (V1,))] * 1000
+    with Scripted(history, script, interval=0.01) as observer:
+        assert observer.wait_polls(3, timeout=30)
+    polls = observer.polls
+    assert not any(t.name == "Scripted" for t in __import__("threading").enumerate())
+    assert observer.polls == polls
+    assert [r.kind for r in history.records] == ["deployment.registered"]
+
+
+@pytest.mark.parametrize(("turn", "tool_call", "expected"), [
+    ("s1.turn2", None, "s1.turn2"),
+    (None, "s1.turn1.t3", "s1.turn1"),
+    (None, "session.two.turn4.t1", "session.two.turn4"),
+    (None, None, None),
+])
+def test_a_delivery_names_its_turn(turn: str | None, tool_call: str | None,
+                                   expected: str | None) -> None:
+    history = History()
+    record = history.add("effect.delivered", turn=turn, tool_call=tool_call)
+    assert turn_of_delivery(record) == expected
