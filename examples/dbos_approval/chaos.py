@@ -40,8 +40,7 @@ class ApprovalRuntime:
         self.observer = DbosObserver(ctx.history, database_url=self.db, world=self.world,
                                      turn_of=lambda inv: self.turns.get(inv.id))
         self.hosts = WorkerHosts(ctx.history, now=self.now, start=self._server,
-                                 downtime=s.crash_downtime,
-                                 deployment_of=self.observer.deployment_of)
+                                 downtime=s.crash_downtime, observer=self.observer)
         self.observer.start()
         self.deploy("v1")
         self.client = DBOSClient(system_database_url=self.db)
@@ -71,10 +70,10 @@ class ApprovalRuntime:
         return version
 
     def crash_host(self, host: str) -> str:
-        return self.hosts.crash(self.hosts.select(host, self.observer.pinned_to))
+        return self.hosts.crash(self.hosts.select(host))
 
     def pause_host(self, host: str, duration: float) -> str:
-        return self.hosts.pause(self.hosts.select(host, self.observer.pinned_to), duration)
+        return self.hosts.pause(self.hosts.select(host), duration)
 
     def arm(self, point: str, action: str, duration: float, times: int) -> None:
         self.hosts.arm(point, action, duration, times)

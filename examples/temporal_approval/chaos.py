@@ -51,8 +51,7 @@ class ApprovalRuntime:
                                          deployment_name=DEPLOYMENT,
                                          turn_of=lambda inv: self.turns.get(inv.id))
         self.hosts = WorkerHosts(ctx.history, now=self.now, start=self._worker,
-                                 downtime=s.crash_downtime,
-                                 deployment_of=self.observer.deployment_of)
+                                 downtime=s.crash_downtime, observer=self.observer)
         self.observer.start()
         self.deploy("v1")
         self._t0 = time.monotonic()  # schedule time starts once the runtime is up
@@ -87,10 +86,10 @@ class ApprovalRuntime:
         return dep
 
     def crash_host(self, host: str) -> str:
-        return self.hosts.crash(self.hosts.select(host, self.observer.pinned_to))
+        return self.hosts.crash(self.hosts.select(host))
 
     def pause_host(self, host: str, duration: float) -> str:
-        return self.hosts.pause(self.hosts.select(host, self.observer.pinned_to), duration)
+        return self.hosts.pause(self.hosts.select(host), duration)
 
     def arm(self, point: str, action: str, duration: float, times: int) -> None:
         self.hosts.arm(point, action, duration, times)

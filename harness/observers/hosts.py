@@ -21,6 +21,7 @@ from typing import Final
 
 from harness.components.procs import ProcessGroup
 from harness.history import History, Record
+from harness.observers.base import EngineObserver
 
 __all__ = ["POINTS", "WorkerHosts", "turn_of_delivery"]
 
@@ -43,18 +44,19 @@ def turn_of_delivery(delivery: Record) -> str | None:
 class WorkerHosts:
     """Worker process groups by host id (`DEPLOYMENT/w1`), with crash, pause and fault points.
 
-    `start(deployment)` starts one worker of that deployment; `deployment_of(invocation)` is
-    the observer's answer (which deployment an invocation runs on), used to find the host a
-    fault point hits; `invocation_of` maps a delivery record to that invocation (default
-    `turn_of_delivery`: for agents that run one invocation per turn, named by the turn id).
+    `start(deployment)` starts one worker of that deployment; the engine's `observer` says
+    which deployment an invocation runs on (to find the host a fault point hits) and which
+    deployments have work pinned (to pick the host of 'owner'); `invocation_of` maps a
+    delivery record to that invocation (default `turn_of_delivery`: for agents that run one
+    invocation per turn, named by the turn id).
     """
 
     def __init__(self, history: History, *, now: Callable[[], float],
                  start: Callable[[str], ProcessGroup], downtime: float,
-                 deployment_of: Callable[[str], str | None],
+                 observer: EngineObserver,
                  invocation_of: Callable[[Record], str | None] | None = None) -> None:
         self.history, self.now, self.start, self.downtime = history, now, start, downtime
-        self.deployment_of = deployment_of
+        self.observer = observer
         self.invocation_of = invocation_of or turn_of_delivery
         self.hosts: dict[str, tuple[str, ProcessGroup]] = {}
         self._later: list[tuple[float, str, str]] = []  # (when, "restart" | "resume", host)
@@ -69,9 +71,9 @@ class WorkerHosts:
             self.hosts[host] = (deployment, self.start(deployment))
             return host
 
-    def select(self, selector: str, busy: Callable[[str], object] = lambda dep: False) -> str:
+    def select(self, selector: str) -> str:
         """A schedule's host selector: 'latest/N', 'any' / 'owner' (the oldest live host
-        whose deployment `busy` says runs something, else the oldest live one), or an id."""
+        whose deployment has work pinned to it, else the oldest live one), or an id."""
         with self._lock:
             live = [h for h, (_, group) in self.hosts.items() if group.alive]
             if not live:
@@ -79,7 +81,8 @@ class WorkerHosts:
             if selector.startswith("latest/"):
                 return live[-min(len(live), int(selector.split("/")[1]))]
             if selector in ("any", "owner"):
-                return ([h for h in live if busy(self.hosts[h][0])] or live)[0]
+                busy = [h for h in live if self.observer.pinned_to(self.hosts[h][0])]
+                return (busy or live)[0]
             return selector
 
     def crash(self, host: str, downtime: float | None = None) -> str:
@@ -139,7 +142,12 @@ class WorkerHosts:
             if not armed:
                 return
             invocation = self.invocation_of(r)
-            dep = self.deployment_of(invocation) if invocation is not None else None
+            if invocation is None:
+                return
+            dep = self.observer.deployment_of(invocation)
+            if dep is None:  # started since the last poll: read the engine now
+                self.observer.poll()
+                dep = self.observer.deployment_of(invocation)
             hosts = [h for h, (d, g) in self.hosts.items() if d == dep and g.alive]
             if not hosts:  # not one of ours (yet): the point stays armed
                 return
