@@ -34,7 +34,7 @@ class ApprovalRuntime:
         self.s, self._t0 = s, time.monotonic()
         self.server = WorldServer(ctx.history, now=self.now).start()
         self.world = self.server.world
-        self.scratch = tempfile.mkdtemp(prefix="dbos-approval-")
+        self.scratch = tempfile.mkdtemp(prefix="dbos-approval-")  # database and logs
         self.db = f"sqlite:///{self.scratch}/system.sqlite"
         self.turns: dict[str, tuple[str, str, str]] = {}  # workflow id -> session, turn, msg
         self.observer = DbosObserver(ctx.history, database_url=self.db, world=self.world,
@@ -57,7 +57,7 @@ class ApprovalRuntime:
 
     def _server(self, version: str) -> ProcessGroup:
         return ProcessGroup([sys.executable, "-m", "examples.dbos_approval.agent"],
-                            name=f"dbos-{version}", cwd=ROOT,
+                            name=f"dbos-{version}", cwd=ROOT, log_dir=self.scratch,
                             env={"WORLD_URL": self.server.url, "PYTHONPATH": str(ROOT),
                                  "APP_VERSION": version, "DBOS_SYSTEM_DATABASE_URL": self.db})
 

@@ -6,7 +6,9 @@ dev server, a worker process per version, a workflow per message, a signal per a
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,13 +40,14 @@ class ApprovalRuntime:
         self.s, self._t0 = s, time.monotonic()
         self.server = WorldServer(ctx.history, now=self.now).start()
         self.world = self.server.world
-        self.loop = asyncio.new_event_loop()
+        self.loop, self.logs = asyncio.Runner(), tempfile.mkdtemp(prefix="temporal-")
         port, http, metrics = (str(free_port()) for _ in range(3))
         self.temporal = ProcessGroup([str(TEMPORAL), "server", "start-dev", "--headless", "--ip",
                                       "127.0.0.1", "--port", port, "--http-port", http,
-                                      "--metrics-port", metrics, "--log-level", "warn"])
+                                      "--metrics-port", metrics, "--log-level", "warn"],
+                                     log_dir=self.logs)
         self.target = f"127.0.0.1:{port}"
-        self.client: Client = wait_until(lambda: self.run(Client.connect(self.target)),
+        self.client: Client = wait_until(lambda: self.loop.run(Client.connect(self.target)),
                                          timeout=60, what="temporal dev server")
         self.turns: dict[str, tuple[str, str, str]] = {}  # workflow id -> session, turn, msg
         self.observer = TemporalObserver(ctx.history, target_host=self.target, world=self.world,
@@ -57,9 +60,6 @@ class ApprovalRuntime:
         self._t0 = time.monotonic()  # schedule time starts once the runtime is up
         ctx.history.bind_clock(self.now)
 
-    def run(self, coro: Any) -> Any:
-        return self.loop.run_until_complete(coro)
-
     def now(self) -> float:
         return (time.monotonic() - self._t0) * self.s.scale
 
@@ -71,7 +71,8 @@ class ApprovalRuntime:
     def _worker(self, dep: str) -> ProcessGroup:
         return ProcessGroup([sys.executable, "-m", "examples.temporal_approval.worker",
                              self.target, dep.split(":")[1]], name=f"worker-{dep}",
-                            cwd=ROOT, env={"WORLD_URL": self.server.url, "PYTHONPATH": str(ROOT)})
+                            cwd=ROOT, log_dir=self.logs,
+                            env={"WORLD_URL": self.server.url, "PYTHONPATH": str(ROOT)})
 
     def deploy(self, version: str) -> str:
         dep = f"{DEPLOYMENT}:{version or f'v{len(self.hosts.hosts) + 1}'}"
@@ -79,7 +80,7 @@ class ApprovalRuntime:
         request = SetWorkerDeploymentCurrentVersionRequest(
             namespace="default", deployment_name=DEPLOYMENT, build_id=dep.split(":")[1])
         # Promoting a version fails until one of its workers has polled.
-        wait_until(lambda: self.run(
+        wait_until(lambda: self.loop.run(
             self.client.workflow_service.set_worker_deployment_current_version(request)),
             timeout=60, what=f"worker of {dep}", interval=0.1)
         self.observer.wait_polls(2)
@@ -99,21 +100,21 @@ class ApprovalRuntime:
         self.turns[turn] = (session, turn, str(message["message_id"]))
         msg = Message(session, turn, str(message["message_id"]), str(message["text"]),
                       str(message["user"]), list(message["plan"]), self.s.real(self.s.max_wait))
-        self.run(self.client.start_workflow(ApprovalAgent.run, msg, id=turn,
+        self.loop.run(self.client.start_workflow(ApprovalAgent.run, msg, id=turn,
                                             task_queue=TASK_QUEUE))
         self.observer.watch(turn)
         self.observer.wait_polls(2)  # turn.started before its card
 
     def answer(self, tool_call: str, decision: str, user: str) -> None:
         turn = self.world.state.cards[tool_call].turn
-        self.run(self.client.get_workflow_handle(turn).signal(ApprovalAgent.answer, decision))
+        self.loop.run(self.client.get_workflow_handle(turn).signal(ApprovalAgent.answer, decision))
 
     def background(self, session: str, tool_call: str) -> None:
         pass  # the agent has no background mode
 
     def cancel(self, session: str) -> None:
         for turn in [t for t, (s, _, _) in self.turns.items() if s == session]:
-            self.run(self.client.get_workflow_handle(turn).cancel())
+            self.loop.run(self.client.get_workflow_handle(turn).cancel())
 
     def finish(self) -> None:
         self.observer.wait_polls(2)
@@ -124,6 +125,7 @@ class ApprovalRuntime:
         self.temporal.stop()
         self.loop.close()
         self.server.stop()
+        shutil.rmtree(self.logs, ignore_errors=True)
 
 
 @dataclass(frozen=True)
