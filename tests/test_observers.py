@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from harness.checkers.base import CheckConfig
 from harness.checkers.liveness import Liveness
 from harness.checkers.pinning import PinningBound
+from harness.components.procs import ProcessGroup
 from harness.history import History
 from harness.observers import (
     DeploymentState,
     EngineObserver,
     InvocationState,
     Snapshot,
+    WorkerHosts,
 )
 from harness.observers.hosts import turn_of_delivery
 from harness.world import World
@@ -213,3 +216,66 @@ def test_a_delivery_names_its_turn(turn: str | None, tool_call: str | None,
     history = History()
     record = history.add("effect.delivered", turn=turn, tool_call=tool_call)
     assert turn_of_delivery(record) == expected
+
+
+def test_the_example_adapters_stay_small() -> None:
+    # The promise of the observers: an adapter drives only its application.
+    root = Path(__file__).resolve().parent.parent / "examples"
+    for example in ("temporal_approval", "dbos_approval"):
+        lines = (root / example / "chaos.py").read_text().count("\n")
+        assert lines <= 150, f"examples/{example}/chaos.py has {lines} lines"
+
+
+class _Pinned(Scripted):
+    def __init__(self, history: History) -> None:
+        super().__init__(history, [Snapshot((inv("running"),), (V1,))] * 100)
+        self.poll()
+
+
+def test_worker_hosts_crash_restart_pause_and_fault_points(tmp_path: Path) -> None:
+    clock = [0.0]
+    history = History(lambda: clock[0])
+
+    def sleeper(dep: str) -> ProcessGroup:
+        return ProcessGroup(["sleep", "600"], name=f"sleep-{dep}", log_dir=tmp_path)
+
+    hosts = WorkerHosts(history, now=lambda: clock[0], start=sleeper, downtime=30,
+                        observer=_Pinned(history))
+    try:
+        first = hosts.add("dep1")
+        assert (first, hosts.select("owner"), hosts.select("latest/1")) == ("dep1/w1",) * 3
+        old = hosts.hosts[first][1]
+        hosts.crash(first)
+        assert not old.alive
+        clock[0] = 29
+        hosts.tick()
+        assert history.of_kind("host.restarted") == []
+        clock[0] = 30
+        hosts.tick()
+        [restarted] = history.of_kind("host.restarted")
+        assert (restarted.host, restarted.deployment) == (first, "dep1")
+        assert hosts.hosts[first][1].alive and hosts.hosts[first][1].pid != old.pid
+
+        hosts.pause(first, 10)
+        assert hosts.hosts[first][1].paused
+        clock[0] = 40
+        hosts.tick()
+        assert not hosts.hosts[first][1].paused
+        assert [r.kind for r in history.records if r.host == first] == [
+            "host.crashed", "host.restarted", "host.paused", "host.resumed"]
+
+        # An email of tool call inv1.t1 (turn inv1, on dep1) reaches the armed point: the
+        # host running it dies before it hears back, and is restarted like any crash.
+        hosts.arm("effect.email.after_send", "crash", 0, 1)
+        running = hosts.hosts[first][1]
+        history.add("effect.delivered", tool_call="inv1.t1", key="k1", data={"effect": "email"})
+        [reached] = history.of_kind("faultpoint.reached")
+        assert (reached.host, reached.data["point"]) == (first, "effect.email.after_send")
+        assert not running.alive
+        history.add("effect.delivered", tool_call="inv1.t1", key="k2", data={"effect": "email"})
+        assert len(history.of_kind("faultpoint.reached")) == 1  # armed once, fired once
+        with pytest.raises(ValueError, match="unknown fault point"):
+            hosts.arm("effect.fax.after_send", "crash", 0, 1)
+    finally:
+        hosts.close()
+    assert all(not group.alive for _, group in hosts.hosts.values())
