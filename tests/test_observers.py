@@ -8,6 +8,7 @@ tests. What is pinned: the records, their order and fields, and that the checker
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -200,7 +201,7 @@ def test_the_thread_polls_until_stopped() -> None:
     with Scripted(history, script, interval=0.01) as observer:
         assert observer.wait_polls(3, timeout=30)
     polls = observer.polls
-    assert not any(t.name == "Scripted" for t in __import__("threading").enumerate())
+    assert not any(t.name == "Scripted" for t in threading.enumerate())
     assert observer.polls == polls
     assert [r.kind for r in history.records] == ["deployment.registered"]
 
@@ -279,3 +280,24 @@ def test_worker_hosts_crash_restart_pause_and_fault_points(tmp_path: Path) -> No
     finally:
         hosts.close()
     assert all(not group.alive for _, group in hosts.hosts.values())
+
+
+class _ThreadBound(EngineObserver):
+    """An engine client that only works on the thread that polls (Temporal's, on its loop)."""
+
+    def snapshot(self) -> Snapshot:
+        if threading.current_thread() is not self._thread:
+            raise RuntimeError("this client belongs to the observer's thread")
+        return Snapshot((inv("running"),), (V1,))
+
+
+def test_refresh_from_inside_another_event_loop_reads_on_the_observers_thread() -> None:
+    # A fault point fires inside the world server's request, itself inside an event loop.
+    with _ThreadBound(History(), interval=60) as observer:  # no poll of its own for a minute
+        async def in_a_request() -> bool:
+            return observer.refresh(timeout=30)
+
+        before = observer.polls
+        assert asyncio.run(in_a_request()) is True
+        assert observer.polls >= before + 2
+        assert observer.last_error is None

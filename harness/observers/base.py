@@ -95,6 +95,7 @@ class EngineObserver(ABC):
         self._lock = threading.RLock()
         self._poll_lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._invocations: dict[str, InvocationState] = {}
         self._pinned: dict[str, str] = {}  # invocation -> deployment it was started on
@@ -128,6 +129,7 @@ class EngineObserver(ABC):
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
@@ -142,7 +144,8 @@ class EngineObserver(ABC):
         try:
             while not self._stop.is_set():
                 self.poll()
-                self._stop.wait(self.interval)
+                self._wake.wait(self.interval)
+                self._wake.clear()
         finally:
             self.close_engine()
 
@@ -167,6 +170,24 @@ class EngineObserver(ABC):
             self._ended.clear()
             self.polls += 1
             self.last_error = None
+        return True
+
+    def refresh(self, timeout: float = 10.0) -> bool:
+        """Read the engine now and return once its changes are recorded.
+
+        On the observer's own thread when it runs: an engine client may belong to that
+        thread's event loop, and the caller may be inside an event loop of its own (the
+        world server's request threads are).
+        """
+        if self._thread is None or threading.current_thread() is self._thread:
+            return self.poll()
+        target = self.polls + 2  # the first may have read the engine before the call
+        deadline = time.monotonic() + timeout
+        while self.polls < target:
+            if time.monotonic() > deadline:
+                return False
+            self._wake.set()
+            time.sleep(0.005)
         return True
 
     def wait_polls(self, count: int = 2, timeout: float = 10.0) -> bool:

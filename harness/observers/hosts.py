@@ -146,7 +146,7 @@ class WorkerHosts:
                 return
             dep = self.observer.deployment_of(invocation)
             if dep is None:  # started since the last poll: read the engine now
-                self.observer.poll()
+                self.observer.refresh()
                 dep = self.observer.deployment_of(invocation)
             hosts = [h for h, (d, g) in self.hosts.items() if d == dep and g.alive]
             if not hosts:  # not one of ours (yet): the point stays armed
