@@ -26,6 +26,7 @@ from typing import Any, Literal
 from reference_impl import faultpoints
 from reference_impl.binding import JSON, Context, TerminalError
 from reference_impl.effects import (
+    NOT_FINAL,
     PENDING_END_WAIT,
     PENDING_REGISTER,
     PENDING_START_TOOL_WAIT,
@@ -253,6 +254,14 @@ async def record_result(
     tc = call.tool_call
 
     async def write() -> None:
+        if outcome not in NOT_FINAL:
+            ended = await log.final_result(tc)
+            if ended is not None and ended != outcome:
+                # The call already ended another way (a new message ended its turn while
+                # the answer's re-run was under way): one final result per tool call, the
+                # first committed. The effect, if any, still reaches the agent through
+                # toolFinished as a new message.
+                return
         await log.append_once(f"result:{tc}:{outcome}", "tool_result", {
             "turn": call.turn, "tool_call": tc, "tool": call.tool, "outcome": outcome,
             "result": result, "background": background,
