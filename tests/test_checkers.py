@@ -436,6 +436,27 @@ def test_busy_new_message_queued_behind_a_waiting_turn_is_a_violation() -> None:
     assert result.violations[0].records == (waiting.index, queued.index)
 
 
+def test_busy_message_queued_as_the_turn_hands_off_is_fine_if_the_controller_moves_on() -> None:
+    """The turn reports its wait before the controller hears of it: a message queued in that
+    instant is fine when the controller then resumes (an answer came first) or ends the turn
+    at once; it is a violation when it stays queued behind the wait."""
+    for moved_on, late in (("turn.resumed", 0.0), ("turn.ended", 0.0), (None, 0.0),
+                           ("turn.ended", 2 * HOUR)):
+        h = History()
+        ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
+        ob(h, "turn.waiting", 300, "e2", session="s1", turn="T1", tool_call="tc1")
+        ev(h, "op.message", 300, {"message_id": "m2"}, type="invoke", session="s1")
+        ob(h, "message.queued", 300, "e4", {"message": "m2"}, session="s1")
+        if moved_on is not None:
+            ob(h, moved_on, 300 + late, "e5", {"outcome": "denied", "reason": "steered"},
+               session="s1", turn="T1", tool_call="tc1")
+        result = BusyRule().check(h, CONFIG)
+        if moved_on is not None and not late:
+            passing(result)
+        else:
+            assert "the new message m2 was queued at t=5.0m behind turn T1" in failing(result)
+
+
 def test_busy_repeated_observations_are_not_new_turns() -> None:
     h = History()
     ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
