@@ -107,7 +107,10 @@ def schedules(size: Size = Size()) -> st.SearchStrategy[Schedule]:
         def window(d: Any) -> tuple[Step, ...]:
             return _window(d, d(st.sampled_from(WINDOWS)), d(session), d(_times))
 
-        messages = draw(st.lists(message(), min_size=1, max_size=size.turns))
+        # Messages may be absent: every schedule opens at least one window (most of which
+        # start with a message), and Hypothesis's short lists would otherwise leave half the
+        # schedules without any window.
+        messages = draw(st.lists(message(), max_size=size.turns))
         steps: list[Step] = [
             Step(m.at, m.action, tuple((k, f"m{i + 1}" if k == "text" else v)
                                        for k, v in m.params))
@@ -116,7 +119,9 @@ def schedules(size: Size = Size()) -> st.SearchStrategy[Schedule]:
         steps += draw(st.lists(answer(), max_size=size.turns))
         steps += draw(st.lists(person(), max_size=2))
         steps += draw(st.lists(fault(), max_size=size.faults))
-        for k, opened in enumerate(draw(st.lists(window(), max_size=size.windows))):
+        min_windows = min(1, size.windows)
+        for k, opened in enumerate(draw(st.lists(window(), min_size=min_windows,
+                                                 max_size=size.windows))):
             steps += [Step(x.at, x.action, tuple((key, f"w{k + 1}" if key == "text" else v)
                                                  for key, v in x.params)) for x in opened]
         seed = draw(st.integers(0, 2**16))
