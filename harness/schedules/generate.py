@@ -51,8 +51,10 @@ _FAULT_KINDS = ("gc-pause", "crash", "deploy", "provider", "arm", "answer-burst"
 # Window templates, by the invariant whose window each opens (see `_window`). Repeats weigh
 # the draw toward the windows uniform steps reach least (measured by
 # `benchmarks/exploration.py --reach`: recovery 3%, re-runs 14% of schedules without them).
-WINDOWS = ("recovery", "recovery", "recovery", "rerun", "rerun", "busy", "late", "redeploy",
-           "provider", "fencing")
+# The first is what a window shrinks to: "rerun" without its optional steps is one message
+# with an approval tool, the smallest story there is.
+WINDOWS = ("rerun", "recovery", "recovery", "recovery", "recovery", "recovery", "rerun",
+           "busy", "late", "redeploy", "provider", "fencing")
 # Fault points where a crash leaves an intent (or an effect) without a journaled result,
 # with the tool that reaches each.
 _RECOVERY_POINTS = (("effect.email.after_send", "send_email"),
@@ -104,8 +106,11 @@ def schedules(size: Size = Size()) -> st.SearchStrategy[Schedule]:
             return _fault(d, d(_times), d(st.sampled_from(enabled)))
 
         @st.composite
-        def window(d: Any) -> tuple[Step, ...]:
-            return _window(d, d(st.sampled_from(WINDOWS)), d(session), d(_times))
+        def window(d: Any) -> tuple[bool, tuple[Step, ...]]:
+            # A window usually gets a session of its own: another card of its session would
+            # take its answer (a person answers the oldest open card). Shrinks to shared.
+            own = _maybe(d)
+            return own, _window(d, d(st.sampled_from(WINDOWS)), d(session), d(_times))
 
         # Messages may be absent: every schedule opens at least one window (most of which
         # start with a message), and Hypothesis's short lists would otherwise leave half the
@@ -120,9 +125,10 @@ def schedules(size: Size = Size()) -> st.SearchStrategy[Schedule]:
         steps += draw(st.lists(person(), max_size=2))
         steps += draw(st.lists(fault(), max_size=size.faults))
         min_windows = min(1, size.windows)
-        for k, opened in enumerate(draw(st.lists(window(), min_size=min_windows,
-                                                 max_size=size.windows))):
-            steps += [Step(x.at, x.action, tuple((key, f"w{k + 1}" if key == "text" else v)
+        drawn = draw(st.lists(window(), min_size=min_windows, max_size=size.windows))
+        for k, (own, opened) in enumerate(drawn):
+            renamed = {"text": f"w{k + 1}", **({"session": f"w{k + 1}"} if own else {})}
+            steps += [Step(x.at, x.action, tuple((key, renamed.get(key, v))
                                                  for key, v in x.params)) for x in opened]
         seed = draw(st.integers(0, 2**16))
         ordered = tuple(sorted(steps, key=lambda s: s.at))
@@ -171,18 +177,19 @@ def _answer(at: float, session: str, decision: str = "approve") -> Step:
 def _window(draw: Any, kind: str, session: str, t: float) -> tuple[Step, ...]:
     """The steps that open one invariant's window, placed relative to `t`.
 
-    The first step is the one the window hangs on; every other step is optional and its
-    offset is drawn from the range where the window is open (after the hand-off, before
-    `max_wait`, right after it, ...).
+    The window hangs on one step (a message with an approval tool; for "provider", the
+    fault); every other step is optional and its offset is drawn from the range where the
+    window is open (after the hand-off, before `max_wait`, right after it, ...).
     """
     tool = draw(st.sampled_from(_APPROVAL_TOOLS))
     steps: list[Step] = []
     if kind == "recovery":  # conservative-recovery, no-duplicate-effects
         point, tool = draw(st.sampled_from(_RECOVERY_POINTS))
         action = draw(st.sampled_from(("crash", "crash", "crash", "pause")))
-        steps.append(Step(t, "arm", (("point", point), ("action", action),
-                                     ("duration", float(draw(st.sampled_from((120, 30, 600))))),
-                                     ("times", 1))))
+        if _maybe(draw):  # armed before the message, at the same time (kept in this order)
+            duration = float(draw(st.sampled_from((120, 30, 600))))
+            steps.append(Step(t, "arm", (("point", point), ("action", action),
+                                         ("duration", duration), ("times", 1))))
         steps.append(_message(t, session, [tool]))
         # The answer in-call (the executor runs the tool) or after the hand-off (the re-run).
         answer_at = t + draw(st.one_of(st.integers(10, HAND_OFF - 30),
