@@ -765,6 +765,25 @@ def test_turns_answer_within_max_wait_of_the_latest_card_passes() -> None:
     passing(TurnOutcome().check(h, CONFIG))
 
 
+def test_turns_expiry_counted_from_a_hold_whose_card_a_fault_delayed_passes() -> None:
+    """A hold, then a paused host, then its confirmation card: the runtime counts 8 days from
+    the hold, and that is on time, not early."""
+    h = History()
+    _wait(h)
+    ob(h, "turn.held", HOUR, "held1", session="s1", turn="T1", tool_call="tc1")
+    ob(h, "tool.awaiting", HOUR + 135, "aw2", {"tool": "send_email"}, session="s1",
+       turn="T1", tool_call="tc1")
+    _result(h, HOUR + 8 * DAY, "expired")
+    _resume(h, HOUR + 8 * DAY, "r1", outcome="expired")
+    passing(TurnOutcome().check(h, CONFIG))
+    h2 = History()
+    _wait(h2)
+    ob(h2, "tool.awaiting", HOUR + 135, "aw2", {"tool": "send_email"}, session="s1",
+       turn="T1", tool_call="tc1")
+    _result(h2, HOUR + 8 * DAY, "expired")
+    assert "only 8.00d after" in failing(TurnOutcome().check(h2, CONFIG))
+
+
 def test_turns_not_reached_without_a_wait() -> None:
     h = History()
     ob(h, "turn.started", 0, "e1", session="s1", turn="T1")

@@ -83,7 +83,8 @@ class TurnOutcome:
     def _check(self, history: History, config: CheckConfig) -> Result:
         waits: dict[tuple[str, str], _Wait] = {}
         latest_wait: dict[str, str] = {}
-        # tool call -> (time, "card" | "handoff"), in order: a card (or a hold) starts a wait.
+        # tool call -> (time, "card" | "hold" | "handoff"), in order: a card or a hold starts
+        # a wait.
         marks: dict[str, list[tuple[float, str]]] = {}
         ended: dict[str, list[Record]] = {}
         expiries: dict[str, Record] = {}
@@ -118,7 +119,8 @@ class TurnOutcome:
             tc = attr(r, "tool_call")
             if kind in ("tool.awaiting", "turn.held"):
                 if tc is not None:
-                    marks.setdefault(tc, []).append((r.time, "card"))
+                    marks.setdefault(tc, []).append(
+                        (r.time, "card" if kind == "tool.awaiting" else "hold"))
             elif kind == "tool.handoff":
                 if tc is not None:
                     marks.setdefault(tc, []).append((r.time, "handoff"))
@@ -151,7 +153,7 @@ class TurnOutcome:
                 if outcome is not None and str(outcome) not in _NOT_FINAL:
                     finals.setdefault(tc, {}).setdefault(str(outcome), r)
                 if outcome == "held":
-                    marks.setdefault(tc, []).append((r.time, "card"))
+                    marks.setdefault(tc, []).append((r.time, "hold"))
                 elif outcome == "expired":
                     first = expiries.get(tc)
                     if first is None or r.time < first.time:
@@ -263,7 +265,7 @@ class TurnOutcome:
             for outcome, result in by_outcome.items():
                 if outcome not in _ANSWERED:
                     continue
-                cards = [t for t, mark in marks.get(tc, ()) if mark == "card"
+                cards = [t for t, mark in marks.get(tc, ()) if mark in ("card", "hold")
                          and t <= result.time + _EPSILON]
                 if not cards:
                     continue
@@ -292,10 +294,15 @@ def _window(wait: Record, marks: list[tuple[float, str]], expiry: float) -> tupl
     """(earliest, latest) start of the wait that expired at `expiry`.
 
     The wait is the one begun by the last card (or hold) before the expiry; it started at that
-    card at the earliest and at its hand-off (or the turn's `turn.waiting`) at the latest.
+    card at the earliest and at its hand-off (or the turn's `turn.waiting`) at the latest. A
+    hold and the confirmation card it shows are one start: a fault between them may delay
+    the card, and a runtime may count from either.
     """
-    cards = [t for t, kind in marks if kind == "card" and t <= expiry]
-    start = cards[-1] if cards else wait.time
+    shown = [(t, kind) for t, kind in marks if kind in ("card", "hold") and t <= expiry]
+    start = shown[-1][0] if shown else wait.time
+    if len(shown) >= 2 and shown[-1][1] == "card" and shown[-2][1] == "hold" and not any(
+            kind == "handoff" and shown[-2][0] <= t <= shown[-1][0] for t, kind in marks):
+        start = shown[-2][0]
     later = [t for t, kind in marks if kind == "handoff" and start <= t <= expiry]
     if start <= wait.time <= expiry:
         later.append(wait.time)
