@@ -201,7 +201,7 @@ def _window(draw: Any, kind: str, session: str, t: float) -> tuple[Step, ...]:
         # The answer in-call (the executor runs the tool) or after the hand-off (the re-run).
         answer_at = t + draw(st.one_of(st.integers(10, HAND_OFF - 30),
                                        st.integers(HAND_OFF + 60, DAY)))
-        if _maybe(draw):
+        if _maybe(draw, 9):  # without it, the tool never runs: no window
             steps.append(_answer(float(answer_at), session))
         if _maybe(draw):  # the confirmation the held turn asks for
             steps.append(_answer(float(answer_at + draw(st.integers(60, 2 * HOUR))), session))
