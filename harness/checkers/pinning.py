@@ -78,7 +78,7 @@ class PinningBound:
     name: str = "pinning-bound"
     description: str = (
         "No invocation stays suspended, and no superseded deployment stays pinned, longer "
-        "than the hand-off bound."
+        "than the hand-off bound; no deployment is retired while something is pinned to it."
     )
 
     def check(self, history: History, config: CheckConfig) -> Result:

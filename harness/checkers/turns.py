@@ -74,7 +74,8 @@ class TurnOutcome:
     name: str = "turn-outcome"
     description: str = (
         "Every turn that waits on a person ends its wait exactly once: answered (the same "
-        "turn resumes), expired after the maximum wait, or ended by a new message."
+        "turn resumes), expired after the maximum wait, or ended by a new message; every "
+        "tool call has one final result, and no answer is applied after the maximum wait."
     )
 
     def check(self, history: History, config: CheckConfig) -> Result:
