@@ -125,25 +125,46 @@ def _budget_job(job: tuple[str, int]) -> tuple[str, dict[str, Any]]:
     return name, row
 
 
+class _Inline:
+    """`ProcessPoolExecutor`'s `map` in this process (for --jobs 1)."""
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def map(self, fn: Any, items: Any) -> Any:
+        return map(fn, items)
+
+
 def budget(seeds: tuple[int, ...] = DEFAULT_SEEDS, bugs: tuple[str, ...] = planted.MODULES,
            control: bool = True, jobs: int = 1) -> dict[str, Any]:
     """The default budget of `durable-chaos run` per bug and seed (see the module doc)."""
     names = (*bugs, "reference") if control else bugs
     work = [(name, seed) for name in names for seed in seeds]
-    if jobs > 1:
-        with ProcessPoolExecutor(jobs) as pool:
-            done = list(pool.map(_budget_job, work))
-    else:
-        done = [_budget_job(job) for job in work]
+    done: list[tuple[str, dict[str, Any]]] = []
+    with ProcessPoolExecutor(jobs) if jobs > 1 else _Inline() as pool:
+        for name, row in pool.map(_budget_job, work):
+            done.append((name, row))
+            # Progress on stderr, one line per bug and seed: a long run shows where it is.
+            print(json.dumps({"bug": name, **row}), file=sys.stderr, flush=True)
     per: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for name, row in done:
         per[name].append(row)
     bugs_out = {}
     for name, rows in per.items():
-        fig = summarise(name, rows, BUDGET)
-        fig["generated"] = f"{sum(1 for r in rows if r['generated'])} of {len(rows)}"
-        fig["scenarios"] = rows[0]["scenarios"] if rows else []
-        bugs_out[name] = fig
+        gen = [r for r in rows if r["generated"]]
+        bugs_out[name] = {
+            "invariant": None if name == "reference" else planted.load(name).INVARIANT,
+            "found": f"{sum(1 for r in rows if r['found'])} of {len(rows)}",
+            "generated": f"{len(gen)} of {len(rows)}",
+            "scenarios": rows[0]["scenarios"] if rows else [],
+            "schedules": _spread([r["schedules"] for r in gen]),
+            "detect_s": _spread([r["detect_s"] for r in gen]),
+            "steps": _spread([r["steps"] for r in gen]),
+            "runs": rows,
+        }
     return {"seeds": list(seeds), "count": BUDGET, "size": asdict(Size()), "budget": True,
             "bugs": bugs_out}
 
