@@ -45,7 +45,7 @@ from harness.report.timeline import (
 # Characters XML 1.0 forbids and HTML calls parse errors; shown as visible escapes instead.
 _CONTROL: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
-# What each built-in invariant means, from DESIGN.md section 3; user checkers show no blurb.
+# What each built-in invariant means (docs/design.md, section 4); user checkers show no blurb.
 DESCRIPTIONS: Final[dict[str, str]] = {
     "no-duplicate-effects": "Each effect key is delivered to the world at most once.",
     "pinning-bound": "No invocation holds its deployment suspended longer than hand_off_after "
