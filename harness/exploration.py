@@ -38,6 +38,11 @@ class _OutOfTime(BaseException):
     """Stops a Hypothesis search when the time budget is spent (not a failure to shrink)."""
 
 
+class _StopAtFailure(BaseException):
+    """Ends a search without shrinking (a batch of a fan-out: the parent shrinks once). A
+    BaseException, so that Hypothesis passes it through instead of shrinking it."""
+
+
 @dataclass
 class Exploration:
     runs: list[RunOutcome]
@@ -57,11 +62,16 @@ def explore(
     deadline: float | None = None,
     on_run: Callable[[RunOutcome], None] | None = None,
     size: Any = None,
+    shrink: bool = True,
+    keep_histories: bool = False,
 ) -> Exploration:
     """Run up to `count` generated schedules; shrink the first failure to a minimal one.
 
     With `invariant`, only that invariant's failure counts (the pytest items per invariant).
     Same seed, same schedules: `durable-chaos replay --seed S` reruns the exploration.
+    With `shrink=False` the search stops at the first failure and nothing is shrunk (one
+    batch of a fan-out, see harness.fanout). With `keep_histories`, the failing and unknown
+    runs keep their histories under `options.report_dir` (a batch brings them back).
     """
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hyp_seed
@@ -69,7 +79,7 @@ def explore(
     from harness.schedules.generate import Size, schedules, seed_only
 
     found = Exploration([], [])
-    quiet = replace(options, save_history=False)
+    quiet = options if keep_histories else replace(options, save_history=False)
     failing_seen = False
     started = wall()
 
@@ -92,6 +102,8 @@ def explore(
                    if r.valid is False and (invariant is None or r.checker == invariant)]
         if failing:
             failing_seen = True
+            if not shrink:
+                raise _StopAtFailure()
             raise _failure_type(failing[0])(outcome)
 
     try:
@@ -101,6 +113,8 @@ def explore(
             prop()
     except _OutOfTime:
         found.out_of_time = True
+    except _StopAtFailure:
+        pass
     except InvariantFailed as failure:
         minimal = failure.outcome
         # Re-run the minimal schedule with histories saved, for the report and replay.

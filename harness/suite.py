@@ -15,7 +15,8 @@ from typing import Any
 
 from harness.adapters import load_adapter
 from harness.errors import AdapterUnavailable, Terminated
-from harness.exploration import _suite_freezer, explore
+from harness.exploration import _suite_freezer
+from harness.fanout import default_workers, explore_fanned
 from harness.outcome import RunOutcome, SuiteOutcome
 from harness.progress import Progress
 from harness.run import RunOptions, run_schedule, wall
@@ -60,8 +61,16 @@ def run_suite(
     progress: bool = True,
     stream: Any = None,
     run_timeout: float | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
 ) -> SuiteOutcome:
     """Scenarios then generated schedules, per adapter; writes the report even if interrupted.
+
+    Generated schedules are fanned out over `workers` processes (default: every core for the
+    simulator, one for a real engine) or, with `ray` (an address or "local"), over a Ray
+    cluster; the seed alone decides which schedules run and their verdicts (harness.fanout).
+    A spent time budget or an interruption stops every worker and marks the suite
+    incomplete.
 
     Raises `AdapterUnavailable` (after writing the report) when an adapter's `open()` fails on
     its first run: every other run would fail the same way and prove nothing.
@@ -100,9 +109,13 @@ def run_suite(
                         complete = False
                         break
                     record(run_schedule(adapter, scenario, options))
+                # The fan-out's parent waits on workers: no frozen clock there (each batch
+                # freezes its own).
+                stack.close()
                 if schedules > 0:
-                    result = explore(adapter, schedules, seed, options, deadline=deadline,
-                                     on_run=record)
+                    result = explore_fanned(adapter, spec, schedules, seed, options,
+                                            workers=default_workers([adapter], workers),
+                                            ray=ray, deadline=deadline, on_run=record)
                     shrunk.extend(result.shrunk)
                     for minimal in result.shrunk:
                         bad = [r for r in minimal.results if r.valid is False]
@@ -110,9 +123,9 @@ def run_suite(
                             bar.message(f"minimal failing schedule ({len(_steps(minimal))} "
                                         f"steps) for {r.checker}: {minimal.replay_command}")
                     if result.out_of_time:
+                        complete = False
                         bar.message(f"time budget spent after {result.examples} generated "
                                     "schedule(s)")
-                stack.close()
         except _CannotOpen as exc:
             complete = False
             cannot_open = exc

@@ -1,0 +1,148 @@
+"""Generated schedules fanned out over processes (`durable-chaos run --workers N`).
+
+What is pinned: the seed alone decides which schedules run and their verdicts whatever N (the
+same runs, the same first failure, the same shrunk schedule for N=1 and N=2); the histories
+of failing runs come back from the workers into the report directory; a time budget and
+Ctrl-C stop every worker and leave a report marked incomplete (exit 130 on Ctrl-C); a real
+engine keeps one worker unless asked; bad options exit 2 with one line.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.adapters import load_adapter
+from harness.cli import main
+from harness.fanout import BATCH, batch_seed, default_workers, plan
+from harness.outcome import RunOutcome, SuiteOutcome
+from harness.suite import run_suite
+
+ROOT = Path(__file__).resolve().parents[1]
+# Seed 0 of this planted bug fails first in batch 1 (the 8th schedule of the second batch):
+# with two workers, batch 1 can finish before batch 0, and batches 2 and 3 are already
+# running when it does.
+BUG = "tests.planted.unfenced_append:ADAPTER"
+SEED = 0
+
+
+def _verdicts(runs: tuple[RunOutcome, ...]) -> list[tuple[str, str, tuple[tuple[str, object],
+                                                                          ...]]]:
+    return [(r.name, r.schedule_toml, tuple((x.checker, x.valid) for x in r.results))
+            for r in runs]
+
+
+def _suite(workers: int, report_dir: Path) -> SuiteOutcome:
+    return run_suite([BUG], [], schedules=4 * BATCH, seed=SEED, report_dir=report_dir,
+                     progress=False, workers=workers)
+
+
+def test_the_seed_alone_decides_schedules_and_verdicts_whatever_the_workers(
+        tmp_path: Path) -> None:
+    one = _suite(1, tmp_path / "one")
+    two = _suite(2, tmp_path / "two")
+
+    # The search stops at the first failure in batch order: batch 0 whole, then batch 1 up
+    # to its failure; what batches 2 and 3 ran is not reported.
+    assert BATCH < len(one.runs) < 2 * BATCH
+    assert one.runs[-1].failed and not any(r.failed for r in one.runs[:-1])
+    assert _verdicts(two.runs) == _verdicts(one.runs)
+    # Shrunk once, to the same minimal schedule.
+    assert len(one.shrunk) == len(two.shrunk) == 1
+    assert two.shrunk[0].schedule_toml == one.shrunk[0].schedule_toml
+    assert one.shrunk[0].failed
+    assert one.complete and two.complete
+    assert multiprocessing.active_children() == []
+
+    # The failing run's history came back from its worker into the report directory.
+    for suite, where in ((one, "one"), (two, "two")):
+        failing = suite.runs[-1]
+        assert failing.history_path is not None
+        history = Path(failing.history_path)
+        assert history.is_relative_to(tmp_path / where) and history.stat().st_size > 0
+        assert "schedule.toml" in failing.replay_command
+    one_history = Path(one.runs[-1].history_path or "").read_bytes()
+    assert Path(two.runs[-1].history_path or "").read_bytes() == one_history
+    junit = (tmp_path / "two" / "junit.xml").read_text(encoding="utf-8")
+    assert "<failure" in junit
+
+
+def test_batches_do_not_depend_on_the_number_of_schedules_or_workers() -> None:
+    short, long = plan("reference", 120, 7), plan("reference", 1000, 7)
+    assert [j.count for j in short] == [BATCH, BATCH, 20]
+    assert [j.seed for j in short] == [j.seed for j in long[:3]]
+    assert len({j.seed for j in long}) == len(long)
+    # Stable across processes (not Python's salted hash).
+    assert batch_seed(7, 0) == 842801076
+
+
+def test_a_time_budget_stops_every_worker_and_marks_the_report_incomplete(
+        tmp_path: Path) -> None:
+    suite = run_suite(["reference"], [], schedules=100_000, seed=1, time_budget=1.0,
+                      report_dir=tmp_path, progress=False, workers=2)
+    assert not suite.complete
+    assert 0 < len(suite.runs) < 100_000
+    assert multiprocessing.active_children() == []
+    assert 'class="incomplete"' in (tmp_path / "index.html").read_text(encoding="utf-8")
+
+
+def test_a_real_engine_keeps_one_worker_unless_asked() -> None:
+    sim = load_adapter("reference")
+    real = load_adapter("reference-restate")
+    assert default_workers([sim], None) == (os.cpu_count() or 1)
+    assert default_workers([real], None) == 1
+    assert default_workers([real], 3) == 3
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--workers", "0"], "--workers: expected at least 1 worker, got 0"),
+    (["--workers", "two"], "--workers: expected an integer, got 'two'"),
+    (["--ray", " "], "--ray: expected a Ray address"),
+])
+def test_bad_fan_out_options_exit_2_with_one_line(
+        args: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", "--scenarios", "none", "--report-dir", str(tmp_path / "r"), *args])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert says in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+def test_ctrl_c_stops_every_worker_and_writes_the_report(tmp_path: Path) -> None:
+    report = tmp_path / "report"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "--scenarios", "none", "--schedules",
+         "100000", "--workers", "2", "--report-dir", str(report)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        assert proc.stderr is not None
+        # Ready: the first progress line (a batch came back from a worker).
+        line = proc.stderr.readline()
+        assert line.startswith("["), line
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: the whole process group
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err
+        assert 'class="incomplete"' in (report / "index.html").read_text(encoding="utf-8")
+        assert "Incomplete" in (report / "junit.xml").read_text(encoding="utf-8")
+        # No worker outlives the parent: the process group empties.
+        give_up = time.monotonic() + 30
+        while time.monotonic() < give_up:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("a worker outlived the interrupted run")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
