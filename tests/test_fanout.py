@@ -146,3 +146,17 @@ def test_ctrl_c_stops_every_worker_and_writes_the_report(tmp_path: Path) -> None
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_one_timer_thread_serves_every_run_limit() -> None:
+    """A simulated run takes about a millisecond: a timer thread started per run (and per
+    close) cost a third of that, so every watchdog shares one thread."""
+    import threading
+
+    from harness.watchdog import Watchdog
+
+    seen: set[threading.Thread] = set()
+    for _ in range(20):
+        with Watchdog(60.0):
+            seen |= {t for t in threading.enumerate() if t.name == "durable-chaos-watchdog"}
+    assert len(seen) == 1
