@@ -236,10 +236,11 @@ class RayCluster:
             self._ray.shutdown()
 
 
-def backend_for(workers: int, ray: str | None) -> Backend:
+def backend_for(workers: int | None, ray: str | None) -> Backend:
+    """`workers` None: on Ray, the cluster's CPUs; here, one."""
     if ray is not None:
         return RayCluster(ray, workers)
-    if workers <= 1:
+    if workers is None or workers <= 1:
         return InProcess()
     return ProcessPool(workers)
 
@@ -254,7 +255,7 @@ def explore_fanned(
     seed: int,
     options: RunOptions,
     *,
-    workers: int = 1,
+    workers: int | None = 1,
     ray: str | None = None,
     invariant: str | None = None,
     deadline: float | None = None,

@@ -114,7 +114,8 @@ def run_suite(
                 stack.close()
                 if schedules > 0:
                     result = explore_fanned(adapter, spec, schedules, seed, options,
-                                            workers=default_workers([adapter], workers),
+                                            workers=(workers if ray is not None else
+                                                     default_workers([adapter], workers)),
                                             ray=ray, deadline=deadline, on_run=record)
                     shrunk.extend(result.shrunk)
                     for minimal in result.shrunk:
