@@ -6,11 +6,17 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TOOLS := $(CURDIR)/.tools
-TOXIPROXY_VERSION := v2.12.0
+# The component pins live in harness/components/pins.py, which `durable-chaos doctor --install`
+# also uses, so a checkout and an installed user get the same versions (package.json repeats the
+# restate-server pin for npm; tests/test_doctor.py checks that all agree: `make pins`).
+pin = $(shell sed -n 's/^$(1) = "\(.*\)"$$/\1/p' harness/components/pins.py)
+TOXIPROXY_VERSION := $(call pin,TOXIPROXY)
+RESTATE_SERVER_VERSION := $(call pin,RESTATE_SERVER)
 export GOBIN := $(TOOLS)/bin
 export GOFLAGS := -mod=mod
 
 .PHONY: all install tools restate toxiproxy chromium lint typecheck test test-fast run bench clean
+.PHONY: docker docker-stop images test-containers
 
 all: test
 
@@ -20,6 +26,15 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
+
+.PHONY: pins wheel
+pins:
+	@echo "restate-server $(RESTATE_SERVER_VERSION)"
+	@echo "toxiproxy $(TOXIPROXY_VERSION)"
+
+# The wheel users install: the package with the scenario library (setup.py maps scenarios/).
+wheel: $(BIN)/python
+	$(BIN)/pip wheel -q --no-deps -w dist .
 
 restate: node_modules/.package-lock.json
 
@@ -50,7 +65,9 @@ typecheck: install
 	$(BIN)/mypy
 
 test: install tools lint typecheck
-	$(BIN)/pytest -n 2 -q
+	@$(MAKE) --no-print-directory docker
+	@trap '$(MAKE) --no-print-directory docker-stop' EXIT INT TERM; \
+		$(BUILD_IMAGES) && DOCKER_HOST=$(DOCKER_SOCK) $(BIN)/pytest -n 2 -q
 
 # The simulator-only tests: no real components.
 test-fast: install
@@ -61,6 +78,60 @@ run: install
 
 bench: install tools
 	$(BIN)/python benchmarks/run_all.py
+
+# -- containers (`--components containers`) -----------------------------------------------------
+# A Docker engine of the project's own: Debian's docker.io, started by hand with its data root,
+# exec root, socket and pid file under .scratch/docker, no bridge and no iptables (every
+# container uses host networking on 127.0.0.1). The harness finds this socket when DOCKER_HOST
+# is unset. `docker-stop` stops it by its pid file.
+DOCKER_DIR := $(CURDIR)/.scratch/docker
+DOCKER_SOCK := unix://$(DOCKER_DIR)/docker.sock
+DOCKER_PID := $(DOCKER_DIR)/docker.pid
+
+docker:
+	@command -v dockerd >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null)
+	@mkdir -p $(DOCKER_DIR)
+	@if DOCKER_HOST=$(DOCKER_SOCK) docker version >/dev/null 2>&1; then \
+		echo "dockerd already running ($(DOCKER_SOCK))"; \
+	else \
+		rm -f $(DOCKER_PID); \
+		setsid dockerd --bridge=none --iptables=false --ip-masq=false \
+			--data-root $(DOCKER_DIR)/data --exec-root $(DOCKER_DIR)/exec \
+			--host $(DOCKER_SOCK) --pidfile $(DOCKER_PID) \
+			>$(DOCKER_DIR)/dockerd.log 2>&1 </dev/null & \
+		for i in $$(seq 1 600); do \
+			DOCKER_HOST=$(DOCKER_SOCK) docker version >/dev/null 2>&1 && break; \
+			sleep 0.1; \
+		done; \
+		DOCKER_HOST=$(DOCKER_SOCK) docker version >/dev/null \
+			|| (tail -20 $(DOCKER_DIR)/dockerd.log; exit 1); \
+		echo "dockerd started (pid $$(cat $(DOCKER_PID)), $(DOCKER_SOCK))"; \
+	fi
+
+docker-stop:
+	@if [ -f $(DOCKER_PID) ] && kill -0 "$$(cat $(DOCKER_PID))" 2>/dev/null; then \
+		pid=$$(cat $(DOCKER_PID)); kill $$pid; \
+		for i in $$(seq 1 300); do kill -0 $$pid 2>/dev/null || break; sleep 0.1; done; \
+		kill -0 $$pid 2>/dev/null && kill -9 $$pid; \
+		echo "dockerd stopped (pid $$pid)"; \
+	fi; rm -f $(DOCKER_PID)
+	@# dockerd leaves its host network namespace bind-mounted under the exec root.
+	@if [ -d $(DOCKER_DIR)/exec/netns ]; then \
+		for m in $(DOCKER_DIR)/exec/netns/*; do umount "$$m" 2>/dev/null || true; done; \
+	fi
+
+# Images for the container path, built locally from the project's pinned binaries (idempotent:
+# tagged by a hash of their content, rebuilt only when it changes).
+BUILD_IMAGES := DOCKER_HOST=$(DOCKER_SOCK) $(BIN)/python -m harness.components.images build
+
+images: install tools docker
+	$(BUILD_IMAGES)
+
+# Only the container tests, on the project's engine (stopped after).
+test-containers: install tools
+	@$(MAKE) --no-print-directory docker
+	@trap '$(MAKE) --no-print-directory docker-stop' EXIT INT TERM; \
+		$(BUILD_IMAGES) && DOCKER_HOST=$(DOCKER_SOCK) $(BIN)/pytest -q tests/test_containers.py
 
 clean:
 	rm -rf $(VENV) node_modules $(TOOLS) reports/*.html reports/*.xml reports/runs

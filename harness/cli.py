@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import signal
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -26,7 +27,6 @@ from harness.errors import ComponentUnavailable, Terminated, UsageError
 from harness.outcome import SuiteOutcome, printable
 from harness.schedules.model import Schedule, parse_duration
 
-DEFAULT_SCENARIOS = "scenarios"
 EPILOG = """\
 examples:
   durable-chaos run                          scenarios + 100 generated schedules, reference adapter
@@ -78,13 +78,20 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--restate-admin-url", default=None, metavar="URL",
                        help="its admin API, e.g. http://127.0.0.1:9070 "
                        "(env DURABLE_CHAOS_RESTATE_ADMIN_URL)")
+        p.add_argument("--components", default=None,
+                       metavar="processes|containers",
+                       help="how the real path runs restate-server, PostgreSQL, Toxiproxy and "
+                       "worker hosts: processes (default) or Docker containers (`make docker "
+                       "images`); env DURABLE_CHAOS_COMPONENTS")
 
     run = sub.add_parser("run", help="run the scenarios and generated schedules",
                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     common(run)
-    run.add_argument("--scenarios", default=None, metavar="PATH",
-                     help="a scenario file or a directory of *.toml (default: scenarios/ "
-                     "if it exists); 'none' for generated schedules only")
+    run.add_argument("--scenarios", action="append", default=None, metavar="PATH",
+                     help="a scenario file, a directory of *.toml, 'builtin' (the library "
+                     "shipped with durable-chaos) or 'builtin:real' (its subset for real "
+                     "engines); repeatable. Default: ./scenarios if it holds *.toml, else "
+                     "builtin. 'none' for generated schedules only")
     run.add_argument("--schedules", default="100", metavar="N",
                      help="how many generated schedules per adapter (default: 100)")
     run.add_argument("--seed", default="0", metavar="S",
@@ -111,6 +118,20 @@ def _parser() -> argparse.ArgumentParser:
                         help="with --seed: how many generated schedules (default: 100)")
 
     sub.add_parser("adapters", help="list the adapters --adapter accepts")
+
+    from harness.doctor import INSTALLABLE, PATHS
+
+    doctor = sub.add_parser(
+        "doctor", help="what each engine path needs, what is found here, how to install it",
+        description="For each engine path, every component it needs: found or missing, "
+        "where, which version, and the one command that installs it.")
+    doctor.add_argument("--path", action="append", choices=PATHS, default=None,
+                        help="check only this path (repeatable); exit 1 unless it can run")
+    doctor.add_argument("--install", nargs="+", choices=INSTALLABLE, default=None,
+                        metavar="COMPONENT",
+                        help="install restate-server and/or toxiproxy-server (pinned "
+                        "versions) into the per-user components cache: "
+                        + " ".join(INSTALLABLE))
     return parser
 
 
@@ -186,23 +207,13 @@ def _report_dir(value: str) -> Path:
     return path
 
 
-def load_scenarios(path: str | None) -> list[Schedule]:
+def load_scenarios(specs: Sequence[str] | None) -> list[Schedule]:
+    """The `--scenarios` values in order (default: ./scenarios, else the built-in library)."""
+    from harness.schedules.library import default_sources, resolve_all
     from harness.schedules.scenario_file import load_scenario
 
-    if path == "none":
-        return []
-    if path is None:
-        default = Path(DEFAULT_SCENARIOS)
-        if not default.is_dir():
-            return []
-        target = default
-    else:
-        target = Path(path)
-        if not target.exists():
-            raise UsageError(f"--scenarios: {path} does not exist; give a .toml file or a "
-                             "directory of them")
-    files = sorted(target.glob("*.toml")) if target.is_dir() else [target]
-    return [load_scenario(f) for f in files]
+    sources = default_sources(Path.cwd()) if not specs else resolve_all(specs)
+    return [load_scenario(f) for source in sources for f in source.files]
 
 
 def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
@@ -231,6 +242,8 @@ def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
                     by_invariant.setdefault(result.checker, []).append(f"{run.name}: {first}")
         for invariant, examples in by_invariant.items():
             lines.append(f"  {invariant}: {len(examples)} run(s), e.g. {examples[0]}")
+    if suite.scenario_sets:
+        lines.append(f"scenario sets: {', '.join(suite.scenario_sets)}")
     for minimal in suite.shrunk:
         lines.append(f"replay the minimal failing schedule: {minimal.replay_command}")
     if suite.interrupted is not None:
@@ -309,6 +322,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     from harness.adapters import describe_builtin, load_adapter, preflight
     from harness.runner import run_suite
 
+    if args.command == "doctor":
+        from harness.doctor import run_doctor
+
+        return run_doctor(args.path, args.install)
     if args.command == "adapters":
         for name, description in describe_builtin():
             print(f"{name:20} {description}")
@@ -320,6 +337,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         from harness.adapters.restate import use_restate
 
         use_restate(ingress, admin)  # a UsageError unless both are given
+    from harness.components.stack import COMPONENTS_ENV, use_components
+
+    if getattr(args, "components", None):
+        use_components(args.components, source="--components")
+    elif os.environ.get(COMPONENTS_ENV):
+        use_components(os.environ[COMPONENTS_ENV], source=f"${COMPONENTS_ENV}")
     adapters = args.adapter or ["reference"]
     run_timeout = _run_timeout(args.run_timeout)
     workers, ray = _fan_out(args)

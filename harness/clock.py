@@ -166,3 +166,44 @@ def wall_clock_follows(clock: VirtualClock) -> Iterator[None]:
         remove()
         if freezer is not None:
             freezer.stop()
+
+
+class AutojumpClock:
+    """Virtual seconds for a real engine: real time counts, and the owner jumps it forward.
+
+    `now()` moves with the monotonic clock at rate 1 (work on a real engine takes the time
+    it takes), and `jump_to(t)` adds the gap when the owner decides nothing is running (the
+    Restate runtime: no invocation running, no request in flight) so the next deadline comes
+    at once, as Trio's autojump clock does when every task is blocked. It never goes
+    backwards. Thread-safe: the world server reads it from its request threads.
+    """
+
+    __slots__ = ("_lock", "_offset", "_real", "jumped")
+
+    def __init__(self, start: float = 0.0, real: Callable[[], float] = _time.monotonic) -> None:
+        import threading
+
+        self._real = real
+        self._offset = float(start) - real()
+        self._lock = threading.Lock()
+        # Virtual seconds skipped so far (the rest of `now()` was real time).
+        self.jumped = 0.0
+
+    def now(self) -> float:
+        return self._offset + self._real()
+
+    def jump_to(self, at: float) -> float:
+        """Stand at `at` if that is ahead; returns the seconds skipped (0 when behind)."""
+        with self._lock:
+            gap = at - (self._offset + self._real())
+            if gap <= 0:
+                return 0.0
+            self._offset += gap
+            self.jumped += gap
+            return gap
+
+    def restart(self, at: float = 0.0) -> None:
+        """Start counting from `at` now (a runtime's time 0 comes after its startup)."""
+        with self._lock:
+            self._offset = float(at) - self._real()
+            self.jumped = 0.0

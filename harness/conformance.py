@@ -64,7 +64,7 @@ ENGINE_EVENTS: Final = frozenset({
     "invocation.completed", "invocation.paused", "invocation.repinned",
     "attempt.started", "attempt.abandoned", "attempt.fenced", "attempt.failed",
     "journal.entry", "journal.mismatch", "awakeable.resolved", "awakeable.rejected",
-    "timer.fired", "send", "faultpoint.reached",
+    "timer.fired", "send", "faultpoint.reached", "clock.latency",
 })
 WORLD_EVENTS: Final = frozenset({
     "effect.attempted", "effect.deduplicated", "effect.delivered", "provider.fault",

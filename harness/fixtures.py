@@ -125,7 +125,8 @@ def chaos_world(chaos_runtime: Runtime) -> World:
 
 
 class ChaosClock:
-    """The runtime's clock: virtual on the simulator, scaled real time on real runtimes."""
+    """The runtime's clock: virtual on the simulator; on a real runtime, real time that
+    jumps when the engine is quiescent."""
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime

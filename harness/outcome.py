@@ -69,6 +69,8 @@ class SuiteOutcome:
     interrupted: str | None = None
     environment: dict[str, str] = field(default_factory=dict)
     shrunk: tuple[RunOutcome, ...] = ()  # minimal failing schedules found by shrinking
+    # Which scenario sets ran, e.g. ("builtin (15)", "my/scenarios (2)").
+    scenario_sets: tuple[str, ...] = ()
 
     @property
     def unknown_runs(self) -> int:

@@ -93,8 +93,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--chaos-scenarios", dest="chaos_scenarios", default=None, metavar="PATH",
-        help="a scenario file or a directory of *.toml; 'none' for none (default: "
-        "<rootdir>/scenarios if it exists). ini: chaos_scenarios",
+        help="a scenario file, a directory of *.toml, 'builtin' (the library shipped with "
+        "durable-chaos), 'builtin:real', or 'none' (default: <rootdir>/scenarios if it holds "
+        "*.toml, else builtin). ini: chaos_scenarios",
     )
     group.addoption(
         "--chaos-run-timeout", dest="chaos_run_timeout", default=None, metavar="SECONDS",
@@ -103,6 +104,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "a real engine). ini: chaos_run_timeout",
     )
     parser.addini("chaos_run_timeout", "default of --chaos-run-timeout", default="")
+    group.addoption(
+        "--chaos-components", dest="chaos_components", default=None,
+        metavar="processes|containers",
+        help="real adapters run their components and worker hosts as processes (default) or "
+        "Docker containers. ini: chaos_components",
+    )
+    parser.addini("chaos_components", "default of --chaos-components", default="")
     parser.addini("chaos_adapter", "default of --chaos-adapter (whitespace or comma list)",
                   type="args", default=[])
     parser.addini("chaos_seed", "default of --chaos-seed", default="")
@@ -330,20 +338,22 @@ def _path_option(config: pytest.Config, flag: str, ini: str) -> Path | None:
 
 
 def _scenarios_path(config: pytest.Config) -> Path | None:
+    """The scenario file or directory: the option, else <rootdir>/scenarios if it holds any,
+    else the library shipped with durable-chaos (`builtin`, `builtin:real` name it)."""
+    from harness.errors import UsageError
+    from harness.schedules.library import NONE, default_sources, resolve
+
     source = _Source(config, "--chaos-scenarios", "chaos_scenarios")
     raw, where = source.value()
-    if raw is None:
-        default = config.rootpath / "scenarios"
-        return default if default.is_dir() and any(default.glob("*.toml")) else None
-    text = str(raw).strip()
-    if text == "none":
+    text = None if raw is None else str(raw).strip()
+    if text == NONE:
         return None
-    path = Path(text).expanduser()
-    path = path if path.is_absolute() else source.base_dir(where) / path
-    if not path.exists():
-        raise pytest.UsageError(f"{where}: {text} does not exist; give a scenario .toml file, "
-                                "a directory of them, or 'none'")
-    return path
+    try:
+        files = (default_sources(config.rootpath)[0].files if text is None
+                 else resolve(text, option=where, base=source.base_dir(where)).files)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return files[0] if len(files) == 1 else files[0].parent
 
 
 # ---------------------------------------------------------------------------- session
@@ -368,6 +378,14 @@ def pytest_configure(config: pytest.Config) -> None:
         except Exception as exc:  # an adapter whose module or constructor fails
             raise pytest.UsageError(f"{adapter_where}: adapter {spec!r} failed to load: "
                                     f"{type(exc).__name__}: {exc}") from None
+    components, where = _Source(config, "--chaos-components", "chaos_components").value()
+    if components is not None and str(components).strip():
+        from harness.components.stack import use_components
+
+        try:
+            use_components(str(components).strip(), source=where)
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
     scenarios = _load_scenarios(config, settings.scenarios)
     config.stash[STATE] = ChaosState(settings, adapters, scenarios)
     config.addinivalue_line("markers", f"{MARKER}: an item of the durable-chaos suite")
@@ -468,6 +486,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     from harness.outcome import SuiteOutcome
     from harness.runner import environment, write_outputs
+    from harness.schedules.library import describe_sets
 
     names = tuple(dict.fromkeys(a.name for a in state.adapters.values()))
     suite = SuiteOutcome(
@@ -479,6 +498,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         interrupted="SIGINT" if exitstatus == pytest.ExitCode.INTERRUPTED else None,
         environment=environment(),
         shrunk=tuple(state.shrunk),
+        scenario_sets=describe_sets(state.scenarios),
     )
     try:
         index = write_outputs(suite, state.settings.report_dir)

@@ -116,10 +116,8 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
                                      f"{fmt_duration(late)} late")
                     _apply(runtime, step, history, skipped, messages, adapter.engine, notes,
                            number)
-                # Schedules are written in scenario time; a real runtime maps it onto its
-                # scaled clock itself, so its horizon uses the unscaled thresholds.
-                horizon_config = check_config if adapter.engine == "sim" else CheckConfig()
-                runtime.advance(max(horizon_of(schedule, horizon_config), runtime.now()))
+                # Every engine's clock reads scenario time (a real one is virtual too).
+                runtime.advance(max(horizon_of(schedule, check_config), runtime.now()))
                 heal = _healed_at(schedule)
                 if heal is not None:
                     history.add("fault.heal", data={"at": heal})

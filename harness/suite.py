@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import harness.schedules.library as scenario_library
 from harness.adapters import load_adapter
 from harness.errors import AdapterUnavailable, Terminated
 from harness.exploration import _suite_freezer
@@ -139,6 +140,7 @@ def run_suite(
     suite = SuiteOutcome(
         adapters=tuple(adapter.name for _, adapter in adapters),
         seed=seed,
+        scenario_sets=scenario_library.describe_sets(scenarios),
         runs=tuple(runs),
         wall_time=wall() - started,
         complete=complete,

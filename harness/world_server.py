@@ -5,6 +5,12 @@ fake model provider (its faults included, "500 after the completion was produced
 among them), the outbox, the ledger, identity and catalog, the approval cards, the observer
 (observations go into the run's history) and the fault points of the reference code.
 
+It also keeps the engine's durable time when the runtime gives it a `TimerTable`
+(`/timers/now`, `/timers/sleep`, `/timers/send`, the worker's `TimerPort`): the runtime's
+virtual clock answers `now`, and the runtime fires the registered timers as that clock
+passes their deadlines. `busy()` tells the runtime whether a request is in flight or one
+ended a moment ago (part of deciding that the engine is quiescent and the clock may jump).
+
 Every request runs its world coroutine on its own event loop in the request's thread, holding
 one lock on the world except while the world sleeps (latency), so deliveries are checked and
 recorded atomically and history records are added one at a time.
@@ -13,23 +19,92 @@ recorded atomically and history records are added one at a time.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import sys
 import threading
+import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from harness.history import History, RecordType
 from harness.world import World
 from reference_impl.ports import ProviderError
 
-__all__ = ["WorldServer"]
+__all__ = ["Timer", "TimerTable", "WorldServer"]
 
 _NAMED: Final = ("session", "turn", "tool_call", "epoch", "key")
 
 Observe = Callable[[dict[str, Any]], None]
 FaultPoint = Callable[[str, str, int], str | None]
+
+
+@dataclass(frozen=True, order=True)
+class Timer:
+    """A durable timer of the engine, kept by the harness: due at `deadline` (clock seconds)."""
+
+    deadline: float
+    seq: int
+    id: str = field(compare=False)
+    kind: Literal["sleep", "send"] = field(compare=False)
+    awakeable: str | None = field(default=None, compare=False)
+    invocation: str | None = field(default=None, compare=False)
+    service: str | None = field(default=None, compare=False)
+    handler: str | None = field(default=None, compare=False)
+    key: str | None = field(default=None, compare=False)
+    arg: Any = field(default=None, compare=False)
+
+
+class TimerTable:
+    """The engine's timers, by deadline on `now`'s clock; a registration is idempotent on its
+    id (an engine re-running a step registers the same timer again)."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self.now = now
+        self._lock = threading.Lock()
+        self._heap: list[Timer] = []
+        self._known: dict[str, float] = {}
+        self._seq = 0
+
+    def _add(self, body: dict[str, Any], kind: Literal["sleep", "send"]) -> float:
+        timer_id = str(body["id"])
+        with self._lock:
+            if timer_id in self._known:
+                return self._known[timer_id]
+            deadline = self.now() + max(0.0, float(body["seconds"]))
+            self._seq += 1
+            arg = body.get("arg")
+            timer = Timer(deadline, self._seq, timer_id, kind,
+                          awakeable=body.get("awakeable"), invocation=body.get("invocation"),
+                          service=body.get("service"), handler=body.get("handler"),
+                          key=body.get("key"), arg=arg)
+            heapq.heappush(self._heap, timer)
+            self._known[timer_id] = deadline
+            return deadline
+
+    def sleep(self, body: dict[str, Any]) -> float:
+        return self._add(body, "sleep")
+
+    def send(self, body: dict[str, Any]) -> float:
+        return self._add(body, "send")
+
+    def next_deadline(self) -> float | None:
+        with self._lock:
+            return self._heap[0].deadline if self._heap else None
+
+    def due(self, now: float) -> list[Timer]:
+        """Take every timer due at `now`, in deadline order."""
+        out: list[Timer] = []
+        with self._lock:
+            while self._heap and self._heap[0].deadline <= now:
+                out.append(heapq.heappop(self._heap))
+        return out
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._heap)
 
 
 class WorldServer:
@@ -45,9 +120,14 @@ class WorldServer:
         provider_timeout: float = 3.0,
         deployment_of: Callable[[str], str | None] | None = None,
         on_fault_point: FaultPoint | None = None,
+        timers: TimerTable | None = None,
         port: int = 0,
     ) -> None:
         self.lock = threading.RLock()
+        self.timers = timers
+        self._busy_lock = threading.Lock()
+        self._in_flight = 0
+        self._last_request = time.monotonic()
         self.history = history
         self.deployment_of = deployment_of or (lambda host: None)
         self.on_fault_point = on_fault_point
@@ -96,7 +176,32 @@ class WorldServer:
 
     # -- endpoints ------------------------------------------------------------------------
 
+    def busy(self, settle: float) -> bool:
+        """A request is in flight, or one ended less than `settle` real seconds ago."""
+        with self._busy_lock:
+            return self._in_flight > 0 or time.monotonic() - self._last_request < settle
+
     def handle(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        with self._busy_lock:
+            self._in_flight += 1
+        try:
+            return self._handle(path, body)
+        finally:
+            with self._busy_lock:
+                self._in_flight -= 1
+                self._last_request = time.monotonic()
+
+    def _handle(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if path.startswith("/timers/"):
+            timers = self.timers
+            if timers is None:
+                return 404, {"error": "this harness keeps no timers (real time)"}
+            if path == "/timers/now":
+                return 200, {"now": timers.now()}
+            if path == "/timers/sleep":
+                return 200, {"deadline": timers.sleep(body)}
+            if path == "/timers/send":
+                return 200, {"deadline": timers.send(body)}
         w = self.world
         if path == "/model/complete":
             try:

@@ -1,4 +1,4 @@
-"""The reference implementation of the system under test (see DESIGN.md section 1).
+"""The reference implementation of the system under test (see docs/design.md, section 1).
 
 It never imports the harness: it gets endpoints (`ports.Ports`) and a narrow engine binding
 (`binding.Context`).

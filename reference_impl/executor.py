@@ -408,8 +408,10 @@ class ChatToolExecutor:
         if not accepts_pending_result:
             return _WaitEnd("expired")
         # Hand-off. PendingToolCall serialises this with answer(): an answer that arrived
-        # after our timer fired but before this call is returned here, not lost.
-        handed = await ctx.object_call(PENDING_START_TOOL_WAIT, tc, {})
+        # after our timer fired but before this call is returned here, not lost. The wait's
+        # expiry counts from when the card was shown (`started`), not from `register`, which
+        # ran before the card and would let the wait expire early by the card's latency.
+        handed = await ctx.object_call(PENDING_START_TOOL_WAIT, tc, {"since": started})
         status = handed.get("status")
         if status == "answered":
             return _decision(handed["answer"])

@@ -58,7 +58,9 @@ class WaitRow:
     mode: str  # "approve" (an approval) | "confirm" (a held tool, re-run on confirmation)
     run: int  # which execution of the tool call a confirmation leads to (2 after a hold)
     phase: str
-    since: float  # when this wait's card was shown; expiry is since + max_wait
+    # When this wait's card was shown (stamped at register, before the card, then at the
+    # hand-off with the time the executor read after showing it); expiry is since + max_wait.
+    since: float
     wait: int  # generation of the expiry timer: an older timer finds a newer wait and stops
     answer: dict[str, Any] | None = None
     handed_off_at: float | None = None
@@ -183,7 +185,11 @@ def build_pending_service(ports: Ports, version: str) -> Service:
         if row.phase != "live":
             raise TerminalError(f"startToolWait in phase {row.phase}", 409)
         now = await ctx.time()
-        waiting = replace(row, phase="waiting", handed_off_at=now)
+        # When the card was shown, as the executor read it after showing it; `register`'s
+        # stamp is only a floor (it comes before the card).
+        shown = arg.get("since") if isinstance(arg, Mapping) else None
+        since = row.since if shown is None else max(row.since, float(shown))
+        waiting = replace(row, phase="waiting", since=since, handed_off_at=now)
         _save(ctx, waiting)
         schedule_expiry(ctx, waiting, now)
         call = row.call

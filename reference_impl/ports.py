@@ -98,6 +98,26 @@ class ApprovalUI(Protocol):
     async def close_card(self, *, tool_call: str, outcome: str) -> None: ...
 
 
+class TimerPort(Protocol):
+    """Durable time kept outside the engine: the harness's virtual clock on a real engine.
+
+    Restate has no time skipping, so an engine binding can hand its timers to this port
+    instead: `now` is the clock's time; `sleep` asks the port to resolve awakeable
+    `awakeable` once the clock passes `seconds` from now; `send` asks it to make a one-way
+    call once the clock passes `seconds` from now. `timer_id` makes both idempotent: a
+    registration retried by the engine (a step run again after a crash) registers nothing
+    new. Both return the deadline, in the clock's seconds.
+    """
+
+    async def now(self) -> float: ...
+
+    async def sleep(self, *, timer_id: str, awakeable: str, seconds: float,
+                    invocation: str) -> float: ...
+
+    async def send(self, *, timer_id: str, service: str, handler: str, key: str | None,
+                   arg: Any, seconds: float) -> float: ...
+
+
 class Observer(Protocol):
     def emit(self, kind: str, *, event_id: str, **fields: Any) -> None: ...
 
@@ -109,7 +129,8 @@ class NullObserver:
 
 @dataclass(frozen=True)
 class Config:
-    """Thresholds. The real path scales them (5 min -> 2 s, 8 days -> 20 s)."""
+    """Thresholds, in the engine's seconds (virtual time on the simulator and, through a
+    `TimerPort`, on a real engine too: the same 5 minutes and 8 days everywhere)."""
 
     hand_off_after: float = 300.0
     max_wait: float = 8 * 86400.0

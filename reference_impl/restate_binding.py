@@ -10,6 +10,14 @@
 - `time` -> a journaled run of the wall clock; `host` -> the worker's name from
   `DURABLE_CHAOS_HOST` (the thread log's owner identity).
 
+Durable time can live outside Restate, which has no time skipping: given a `TimerPort`
+(`asgi_app(app, timers=port)`), `time` is a journaled read of the port's clock, `sleep` is an
+awakeable that the port resolves once its clock passes the deadline (registered in a
+journaled step, so a replay registers nothing new), and a delayed send is a registration the
+port turns into the one-way call at its deadline. Journals, suspension and pinning stay
+Restate's own; only the passing of time comes from the port (the harness's virtual clock,
+which jumps when nothing runs, so an 8-day wait costs seconds).
+
 `to_restate(app)` turns the plain `App` data into `restate.Service` / `restate.VirtualObject`
 objects; `asgi_app(app)` is the ASGI application a worker serves.
 """
@@ -29,6 +37,7 @@ from restate.serde import JsonSerde
 
 from reference_impl import binding
 from reference_impl.binding import JSON, App, DurableFuture, HandlerRef
+from reference_impl.ports import TimerPort
 
 __all__ = ["HOST_ENV", "RestateContext", "asgi_app", "to_restate"]
 
@@ -65,6 +74,19 @@ def _sdk_future(future: Any) -> Any:
     return future.inner if isinstance(future, _Decoded) else future
 
 
+class _PortSleep:
+    """A sleep kept by a `TimerPort`: its registration step, then the awakeable it resolves."""
+
+    def __init__(self, registration: Any, awakeable: Any) -> None:
+        self.registration = registration
+        self.awakeable = awakeable
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        yield from self.registration.__await__()
+        yield from self.awakeable.__await__()
+        return None
+
+
 def _terminal(exc: binding.TerminalError) -> restate.TerminalError:
     return restate.TerminalError(exc.message, exc.status_code)
 
@@ -72,8 +94,13 @@ def _terminal(exc: binding.TerminalError) -> restate.TerminalError:
 class RestateContext:
     """`binding.Context` over a restate-sdk context."""
 
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: Any, timers: TimerPort | None = None) -> None:
         self._ctx = ctx
+        self._timers = timers
+        # Registrations of delayed sends not yet awaited (sends are fire-and-forget in the
+        # binding); the handler wrapper awaits them before the invocation ends.
+        self._pending: list[Any] = []
+        self._sends = 0
 
     def key(self) -> str:
         return str(self._ctx.key())
@@ -98,7 +125,43 @@ class RestateContext:
         return cast(Awaitable[T], future)
 
     def sleep(self, delta: timedelta) -> DurableFuture[None]:
-        return cast(DurableFuture[None], self._ctx.sleep(delta))
+        timers = self._timers
+        if timers is None:
+            return cast(DurableFuture[None], self._ctx.sleep(delta))
+        awakeable_id, future = self._ctx.awakeable(serde=_JSON)
+        invocation = self.invocation_id()
+
+        async def register() -> float:
+            # The awakeable's id is journaled, so a re-run of this step registers the same
+            # timer and the port ignores it.
+            return await timers.sleep(timer_id=str(awakeable_id), awakeable=str(awakeable_id),
+                                      seconds=delta.total_seconds(), invocation=invocation)
+
+        registration = self._ctx.run_typed(f"timer:{awakeable_id}", register,
+                                           restate.RunOptions(serde=_JSON))
+        return cast(DurableFuture[None], _PortSleep(registration, future))
+
+    def _delayed_send(self, target: HandlerRef, key: str | None, arg: JSON,
+                      send_delay: timedelta) -> None:
+        timers = self._timers
+        assert timers is not None
+        # Handler code is deterministic, so the n-th delayed send of an invocation is the
+        # same send on every attempt: its id survives a crash and a replay.
+        self._sends += 1
+        timer_id = f"{self.invocation_id()}/send{self._sends}"
+
+        async def register() -> float:
+            return await timers.send(timer_id=timer_id, service=target.service,
+                                     handler=target.handler, key=key, arg=arg,
+                                     seconds=send_delay.total_seconds())
+
+        self._pending.append(self._ctx.run_typed(f"timer:{timer_id}", register,
+                                                 restate.RunOptions(serde=_JSON)))
+
+    async def flush(self) -> None:
+        """Await the registrations of delayed sends (before the invocation ends)."""
+        while self._pending:
+            await self._pending.pop(0)
 
     def awakeable(self) -> tuple[str, DurableFuture[JSON]]:
         awakeable_id, future = self._ctx.awakeable(serde=_JSON)
@@ -121,12 +184,18 @@ class RestateContext:
     def service_send(
         self, target: HandlerRef, arg: JSON, send_delay: timedelta | None = None
     ) -> None:
+        if send_delay is not None and self._timers is not None:
+            self._delayed_send(target, None, arg, send_delay)
+            return
         self._ctx.generic_send(target.service, target.handler, _encode(arg),
                                send_delay=send_delay)
 
     def object_send(
         self, target: HandlerRef, key: str, arg: JSON, send_delay: timedelta | None = None
     ) -> None:
+        if send_delay is not None and self._timers is not None:
+            self._delayed_send(target, key, arg, send_delay)
+            return
         self._ctx.generic_send(target.service, target.handler, _encode(arg), key=key,
                                send_delay=send_delay)
 
@@ -140,30 +209,43 @@ class RestateContext:
         self._ctx.clear(name)
 
     async def select(self, **futures: DurableFuture[Any]) -> tuple[str, Any]:
-        inner = {name: _sdk_future(f) for name, f in futures.items()}
+        for future in futures.values():
+            if isinstance(future, _PortSleep):
+                await future.registration
+        inner = {name: (f.awakeable if isinstance(f, _PortSleep) else _sdk_future(f))
+                 for name, f in futures.items()}
         name, raw = await restate.select(**inner)
         chosen = futures[name]
         value = chosen.decode(raw) if isinstance(chosen, _Decoded) else raw
         return str(name), value
 
     def time(self) -> Awaitable[float]:
+        timers = self._timers
+        if timers is not None:
+            return self.run("time", timers.now)
+
         def now() -> float:
             return time.time()
 
         return self.run("time", now)
 
 
-def _wrap(fn: binding.HandlerFn) -> Callable[[Any, Any], Awaitable[Any]]:
+def _wrap(fn: binding.HandlerFn,
+          timers: TimerPort | None) -> Callable[[Any, Any], Awaitable[Any]]:
     async def handler(ctx: Any, arg: Any) -> Any:
+        context = RestateContext(ctx, timers)
         try:
-            return await fn(RestateContext(ctx), arg)
+            result = await fn(context, arg)
+            await context.flush()
+            return result
         except binding.TerminalError as exc:
             raise _terminal(exc) from exc
 
     return handler
 
 
-def to_restate(app: App) -> list[restate.Service | restate.VirtualObject]:
+def to_restate(app: App,
+               timers: TimerPort | None = None) -> list[restate.Service | restate.VirtualObject]:
     """Each `Service` of the app as a restate service or virtual object (JSON in and out)."""
     out: list[restate.Service | restate.VirtualObject] = []
     for service in app.services:
@@ -171,16 +253,18 @@ def to_restate(app: App) -> list[restate.Service | restate.VirtualObject]:
             obj = restate.VirtualObject(service.name)
             for h in service.handlers:
                 obj.handler(name=h.name, kind=h.kind, input_serde=_JSON,
-                            output_serde=_JSON)(_wrap(h.fn))
+                            output_serde=_JSON)(_wrap(h.fn, timers))
             out.append(obj)
         else:
             svc = restate.Service(service.name)
             for h in service.handlers:
-                svc.handler(name=h.name, input_serde=_JSON, output_serde=_JSON)(_wrap(h.fn))
+                svc.handler(name=h.name, input_serde=_JSON,
+                            output_serde=_JSON)(_wrap(h.fn, timers))
             out.append(svc)
     return out
 
 
-def asgi_app(app: App) -> Any:
-    """The ASGI application serving `app` (bidirectional protocol over HTTP/2 or HTTP/1.1)."""
-    return restate.app(to_restate(app))
+def asgi_app(app: App, timers: TimerPort | None = None) -> Any:
+    """The ASGI application serving `app` (bidirectional protocol over HTTP/2 or HTTP/1.1);
+    with `timers`, durable time is the port's (see the module docstring)."""
+    return restate.app(to_restate(app, timers))

@@ -8,9 +8,11 @@ Configured by environment variables (set by the harness's Restate adapter):
   cards), usually through Toxiproxy;
 - `DURABLE_CHAOS_OBSERVER_URL`: where observations go (direct, default: the world URL);
 - `DURABLE_CHAOS_PG`: the PostgreSQL conninfo of the thread log (usually through Toxiproxy);
-- `DURABLE_CHAOS_CONFIG`: JSON of the scaled `Config` (hand_off_after, max_wait, ...);
+- `DURABLE_CHAOS_CONFIG`: JSON of the `Config` (hand_off_after, max_wait, ...);
 - `DURABLE_CHAOS_PG_IDLE_MS`, `DURABLE_CHAOS_PG_LOCK_MS`: the store's session timeouts;
-- `DURABLE_CHAOS_HOST`: this worker's name (the thread log's owner identity).
+- `DURABLE_CHAOS_HOST`: this worker's name (the thread log's owner identity);
+- `DURABLE_CHAOS_TIMERS_URL`: where durable time is kept (the harness's virtual clock, see
+  `TimerClient`); unset, Restate's own timers and the wall clock are used.
 
 Every port is an HTTP client of the world; a failed or timed-out model call is a
 `ProviderError` (the caller retries with the same key). A call whose request went out and
@@ -46,7 +48,7 @@ from reference_impl.restate_binding import HOST_ENV, asgi_app
 from reference_impl.threadlog import Assignment, LogEntry
 from reference_impl.threadlog_pg import CommitOutcomeUnknown, PostgresThreadLogStore
 
-__all__ = ["app", "build_from_env"]
+__all__ = ["TimerClient", "app", "build_from_env", "timers_from_env"]
 
 _TIMEOUT = float(os.environ.get("DURABLE_CHAOS_HTTP_TIMEOUT", "10"))
 
@@ -160,6 +162,40 @@ class WorldClient:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+class TimerClient:
+    """The `TimerPort` over HTTP: the harness keeps the clock and fires the timers.
+
+    Direct to the harness, never through a proxy: time is the engine's, not a world service
+    subject to network faults. A registration is idempotent on its timer id, so the engine
+    retrying its step is harmless.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        async with httpx.AsyncClient(timeout=_TIMEOUT) as client:
+            response = await client.post(f"{self.url}{path}", json=body)
+        if response.status_code >= 400:
+            raise RuntimeError(f"timers {path} -> {response.status_code}: {response.text[:300]}")
+        return response.json()
+
+    async def now(self) -> float:
+        return float((await self._post("/timers/now", {}))["now"])
+
+    async def sleep(self, *, timer_id: str, awakeable: str, seconds: float,
+                    invocation: str) -> float:
+        return float((await self._post("/timers/sleep", {
+            "id": timer_id, "awakeable": awakeable, "seconds": seconds,
+            "invocation": invocation}))["deadline"])
+
+    async def send(self, *, timer_id: str, service: str, handler: str, key: str | None,
+                   arg: Any, seconds: float) -> float:
+        return float((await self._post("/timers/send", {
+            "id": timer_id, "service": service, "handler": handler, "key": key, "arg": arg,
+            "seconds": seconds}))["deadline"])
+
+
 class HarnessStore:
     """The PostgreSQL thread-log store as a worker runs it (see the module docstring): a
     started append runs to its end even if its attempt is cancelled, and an append whose
@@ -217,6 +253,11 @@ def _config() -> Config:
                      if k in data})
 
 
+def timers_from_env() -> TimerClient | None:
+    url = os.environ.get("DURABLE_CHAOS_TIMERS_URL")
+    return TimerClient(url) if url else None
+
+
 def build_from_env() -> App:
     version = os.environ.get("DURABLE_CHAOS_VERSION", "v1")
     variant = os.environ.get("DURABLE_CHAOS_VARIANT", "reference")
@@ -244,4 +285,4 @@ def build_from_env() -> App:
     return build_app(ports, version)
 
 
-app = asgi_app(build_from_env())
+app = asgi_app(build_from_env(), timers=timers_from_env())

@@ -194,6 +194,8 @@ def test_missing_binary_names_the_make_target(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(RestateUnavailable, match=BIN_ENV):
         find_restate_server()
     monkeypatch.delenv(BIN_ENV)
-    monkeypatch.setattr("harness.components.restate._REPO_ROOT", Path("/nonexistent"))
+    monkeypatch.setattr("harness.components.binaries._REPO_ROOT", Path("/nonexistent"))
+    monkeypatch.setenv("XDG_CACHE_HOME", "/nonexistent")
+    monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(RestateUnavailable, match="make restate"):
         find_restate_server()

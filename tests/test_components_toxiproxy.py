@@ -145,7 +145,8 @@ def test_missing_binary_names_the_make_target(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(ToxiproxyUnavailable, match=BIN_ENV):
         find_toxiproxy_server()
     monkeypatch.delenv(BIN_ENV)
-    monkeypatch.setattr("harness.components.toxiproxy._REPO_ROOT", Path("/nonexistent"))
+    monkeypatch.setattr("harness.components.binaries._REPO_ROOT", Path("/nonexistent"))
+    monkeypatch.setenv("XDG_CACHE_HOME", "/nonexistent")
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ToxiproxyUnavailable, match="make toxiproxy"):
         find_toxiproxy_server()

@@ -288,7 +288,8 @@ def test_the_example_adapter_loads_by_module_attr_and_keeps_the_contract(
     shutil.copy(ROOT / "examples" / "test_my_runtime.py", pytester.path)
     pytester.makeini("[pytest]\npythonpath = .\n")
     result = pytester.runpytest_inprocess(
-        "--chaos-adapter", "my_runtime:adapter_with_handoff", "--chaos-schedules", "0", "-v")
+        "--chaos-adapter", "my_runtime:adapter_with_handoff", "--chaos-schedules", "0",
+        "--chaos-scenarios=none", "-v")
     # The example's own chaos tests (written with the fixtures) and the contract.
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines([

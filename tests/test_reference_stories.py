@@ -716,3 +716,24 @@ def test_background_result_landing_during_an_active_turn_moves_the_thread_safely
     entries = world.store._threads["s1"].entries
     assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
     assert idle(sim, "s1")
+
+
+def test_expiry_counts_from_when_the_card_was_shown_not_from_register() -> None:
+    # A card that takes a minute to show (a slow UI, or the real engine's latency between
+    # the waiting row and the card): the handed-off wait still lasts max_wait from the card.
+    sim, world = start(build_app)
+    show = world.show_card
+
+    async def slow_show(**card: Any) -> None:
+        await sim.io(60.0)
+        await show(**card)
+
+    world.show_card = slow_show  # type: ignore[method-assign]
+    say(sim, "s1", "m1", [EMAIL])
+    sim.run()
+    tc = "s1.turn1.t1"
+    result = one(sim, "tool.result", tool_call=tc)
+    assert result.data["outcome"] == "expired"
+    shown = card_shown_at(sim, tc)
+    assert shown >= 60.0
+    assert result.time >= shown + MAX_WAIT

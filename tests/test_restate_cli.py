@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,3 +160,22 @@ def test_nothing_left_running_after_ctrl_c_or_kill(
         assert code == -signal.SIGKILL
     assert set(h.groups.values()) == set(KINDS), h.groups
     groups_gone(h.groups, timeout=20)
+    if sig == signal.SIGKILL:
+        # Killed, it cleaned nothing up: its scratch directories (PostgreSQL's and Restate's
+        # data, hundreds of MB on tmpfs), PostgreSQL's SysV segment and its log directory
+        # stay until the next run sweeps them, which any request for a scratch dir does.
+        from harness.components.procs import _attached, scratch_dir, sweep_stale
+
+        mark = f"durable-chaos-{h.proc.pid}-"
+        roots = (Path("/dev/shm"), Path(tempfile.gettempdir()))
+        left = [p for root in roots if root.is_dir() for p in root.glob(f"{mark}*")]
+        segments = []
+        for pid_file in [p / "data" / "postmaster.pid" for p in left]:
+            if pid_file.exists():
+                segments.append(int(pid_file.read_text().splitlines()[6].split()[1]))
+        probe = scratch_dir("probe-")
+        probe.rmdir()
+        sweep_stale(Path(tempfile.gettempdir()), "durable-chaos-run-")
+        assert not [p for root in roots if root.is_dir() for p in root.glob(f"{mark}*")]
+        assert not list(Path(tempfile.gettempdir()).glob(f"durable-chaos-run-{h.proc.pid}-*"))
+        assert all(_attached(shmid) is None for shmid in segments), segments

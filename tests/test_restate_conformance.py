@@ -16,6 +16,7 @@ pytestmark = pytest.mark.real
 
 def test_reference_restate_keeps_the_adapter_contract() -> None:
     require_real_stack()
-    # Raises AdapterContractError naming the broken promise otherwise. Schedule time is
-    # scaled on this runtime, so the contract's patience is also counted in real seconds.
+    # Raises AdapterContractError naming the broken promise otherwise. The work the contract
+    # waits for takes real time on this runtime, so its patience is also counted in real
+    # seconds.
     check_adapter(load_adapter("reference-restate"))

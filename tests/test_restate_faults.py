@@ -86,3 +86,60 @@ def test_frozen_holding_control_row_postgres_ends_it_and_commit_fails() -> None:
     log = assert_linear(history, "s1")
     assert log and all(r.data["owner"] == takeover.host for r in log), log
     groups_gone(runtime.process_groups())
+
+
+def test_pauses_and_crashes_excuse_no_pinning_and_liveness_is_judged() -> None:
+    # The naive design pins v1 through a day-long in-call wait across a redeploy. A crash
+    # and a 2-minute GC pause of its hosts are windows of scenario time in the history, as
+    # every other record is: they excuse their own minutes, not the day, so the verdict
+    # stays a failure (as on the simulator); and the crash's downtime closes (the host
+    # restarts after it), so liveness is judged after the faults heal.
+    import tomllib
+
+    from harness.schedules.scenario_file import parse_scenario
+
+    adapter = Capturing(name="naive-restate", variant="naive")
+    schedule = parse_scenario(tomllib.loads("""
+name = "naive-pinned-despite-faults"
+horizon = "1d1h"
+[[step]]
+at = "0s"
+do = "message"
+session = "s1"
+text = "email the contract"
+tools = ["send_email"]
+[[step]]
+at = "1m"
+do = "crash"
+host = "owner"
+[[step]]
+at = "3m"
+do = "gc-pause"
+host = "latest/1"
+duration = "2m"
+[[step]]
+at = "1h"
+do = "deploy"
+version = "v2"
+[[step]]
+at = "1d"
+do = "answer"
+session = "s1"
+decision = "approve"
+"""), "<inline>", "naive-pinned-despite-faults")
+    outcome = run(adapter, schedule)
+    assert outcome.error is None, outcome.error
+    results = {r.checker: r for r in outcome.results}
+    assert results["pinning-bound"].valid is False, results["pinning-bound"].note
+    history = adapter.opened[0].history
+    crash = history.of_kind("fault.crash")[0]
+    restarted = of(history, "host.restarted", host=crash.host)
+    assert restarted and restarted[0].index > crash.index
+    pause = history.of_kind("fault.gc-pause")[0]
+    resumed = of(history, "host.resumed", host=pause.host)[0]
+    # One time base: the pause's recorded duration is the span the history shows.
+    assert resumed.time - pause.time == pytest.approx(pause.data["duration"], abs=2.0)
+    liveness = results["liveness"]
+    assert liveness.valid is True and liveness.reached, liveness.note
+    assert "never healed" not in liveness.note
+    groups_gone(adapter.opened[0].process_groups())

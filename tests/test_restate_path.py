@@ -1,7 +1,8 @@
 """The reference implementation on a real Restate server, with PostgreSQL and Toxiproxy.
 
-Scaled time (hand_off_after 5 s, max_wait 25 s); horizons shortened to just past the last
-step (the run still waits for Restate to have nothing left to run). Skips when
+Virtual time, as on the simulator (hand_off_after 5 minutes, max_wait 8 days; the harness
+fires the engine's timers and jumps its clock when Restate is quiescent); horizons shortened
+to just past the last step (the run still waits for Restate to have nothing left to run). Skips when
 restate-server, toxiproxy-server or PostgreSQL are missing (`make restate toxiproxy`), fails
 instead under CI=true.
 """
@@ -37,6 +38,8 @@ def test_reference_on_restate_all_invariants_hold() -> None:
         pgids = runtime.process_groups()
         assert pgids
         groups_gone(pgids)
+        # Nor are its logs: the run's log directory goes when the run closes.
+        assert not runtime.log_dir.exists()
 
 
 def test_naive_on_restate_violates_pinning_measured_by_restate() -> None:
@@ -98,3 +101,91 @@ tools = ["lookup"]
     ended = list(runtime.history.of_kind("turn.ended"))
     assert len(ended) == 2
     groups_gone(runtime.process_groups())
+
+
+def test_eight_days_on_restate_hand_off_at_5_minutes_and_expire_at_8_days_from_the_card(
+) -> None:
+    # Virtual time on the real engine: the executor's in-call timer and PendingToolCall's
+    # delayed expiry are the harness's timers, so the thresholds are the real 5 minutes and
+    # 8 days, counted from when the card was shown (not from the waiting row before it).
+    from restate_fixtures import of
+
+    from reference_impl.ports import Config
+
+    adapter = Capturing()
+    outcome = run(adapter, scenario("03-never-answered-expires.toml"))
+    assert outcome.error is None, outcome.error
+    assert failing(outcome) == {}, failing(outcome)
+    history = adapter.opened[0].history
+    card = history.of_kind("tool.awaiting")[0]
+    handoff = history.of_kind("tool.handoff")[0]
+    expired = of(history, "tool.result", outcome="expired")
+    assert expired, [r.data for r in history.of_kind("tool.result")]
+    config, tolerance = Config(), adapter.check_config().tolerance
+    assert config.hand_off_after <= handoff.time - card.time <= config.hand_off_after + tolerance
+    assert expired[0].time - card.time >= config.max_wait
+    assert expired[0].time - card.time <= config.max_wait + tolerance
+    # History times are scenario seconds, with the wall clock beside them; the 8 days were
+    # skipped by the clock's jumps, not waited for.
+    assert expired[0].wall is not None and card.wall is not None
+    clock = history.of_kind("clock.latency")[0].data
+    assert clock["skipped"] > config.max_wait - config.hand_off_after, clock
+    assert clock["timers_fired"] >= 2, clock  # the in-call timer, then the expiry
+    groups_gone(adapter.opened[0].process_groups())
+
+
+def test_an_engine_that_never_settles_cannot_hold_the_clock_for_a_scenario_day() -> None:
+    # Both hosts frozen outside any fault (no end planned): the turn's invocation retries
+    # for ever and the engine is never quiescent. The clock must still reach the next step
+    # after `stall_after` real seconds, saying why, instead of taking a real day.
+    import threading
+    import time as _time
+
+    from harness.adapters.base import RunContext
+    from harness.history import History
+
+    adapter = Capturing()
+    runtime = adapter.open(RunContext(seed=0, history=History(wall=_time.time), hosts=1))
+    try:
+        runtime.stall_after = 3.0
+        host = runtime._deployments[0].hosts[0]
+        host.worker.pause()
+        runtime.send_message("s1", {"message_id": "s1.m1", "text": "hi", "user": "alice",
+                                    "plan": []})
+        done = threading.Event()
+
+        def advance() -> None:
+            runtime.advance(86400.0)
+            done.set()
+
+        thread = threading.Thread(target=advance, daemon=True)
+        thread.start()
+        assert done.wait(120), "the clock waited on an engine that never settles"
+        assert runtime.now() >= 86400.0
+        stalled = runtime.history.of_kind("restate.stalled")
+        assert stalled and stalled[0].data["active"], stalled
+        host.worker.resume()
+    finally:
+        runtime.close()
+    groups_gone(runtime.process_groups())
+
+
+def test_naive_on_restate_gets_the_simulators_verdicts_on_a_crash_scenario() -> None:
+    # Scaled time once let naive-restate pass pinning-bound here while the simulator failed
+    # it (a deployment pinned for hours after being superseded read as seconds). On virtual
+    # time every invariant gets the simulator's verdict.
+    from restate_fixtures import SCENARIOS
+
+    from harness.adapters import load_adapter
+    from harness.runner import RunOptions, run_schedule
+    from harness.schedules.scenario_file import load_scenario
+
+    schedule = load_scenario(SCENARIOS / "real" / "11-crash-after-email-sent.toml")
+    verdicts = {}
+    for spec in ("naive", "naive-restate"):
+        outcome = run_schedule(load_adapter(spec), schedule,
+                               RunOptions(adapter_spec=spec, report_dir=None))
+        assert outcome.error is None, outcome.error
+        verdicts[spec] = {r.checker: r.outcome for r in outcome.results}
+    assert verdicts["naive"]["pinning-bound"] == "fail"
+    assert verdicts["naive-restate"] == verdicts["naive"]

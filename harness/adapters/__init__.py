@@ -58,7 +58,13 @@ def _naive() -> Adapter:
 def _restate(attribute: str) -> Adapter:
     # Imported on demand: the real path pulls in httpx and psycopg, which the default
     # simulator path does not need.
-    module = importlib.import_module("harness.adapters.restate")
+    try:
+        module = importlib.import_module("harness.adapters.restate")
+    except ModuleNotFoundError as exc:  # an installed user without the extras
+        raise AdapterNotFound(
+            f"the Restate adapters need the module {exc.name!r}: pip install "
+            "'durable-chaos[restate,postgres]' (`durable-chaos doctor --path restate` lists "
+            "everything the real path needs)") from None
     adapter: Adapter = getattr(module, attribute)()
     return adapter
 
@@ -71,8 +77,8 @@ _BUILTIN: dict[str, tuple[str, Callable[[], Adapter]]] = {
     "reference": ("the reference implementation on the simulator (default)", _reference),
     "naive": ("the naive 'before' design (in-call wait, no hand-off) on the simulator", _naive),
     "reference-restate": ("the reference implementation on a real Restate server, with "
-                          "PostgreSQL and Toxiproxy (scaled time)", _reference_restate),
-    "naive-restate": ("the naive variant on a real Restate server (scaled time)",
+                          "PostgreSQL and Toxiproxy (virtual time)", _reference_restate),
+    "naive-restate": ("the naive variant on a real Restate server (virtual time)",
                       lambda: _restate("NaiveRestateAdapter")),
 }
 

@@ -130,7 +130,8 @@ class Adapter(Protocol):
 
     @property
     def engine(self) -> str:
-        """'sim': deterministic, virtual time; 'real': real processes, scaled thresholds."""
+        """'sim': deterministic, virtual time; 'real': real processes (virtual time where
+        the runtime keeps the engine's timers)."""
         ...
 
     def check_config(self) -> CheckConfig:

@@ -17,11 +17,27 @@ new connection, which a live host accepts. That is the takeover of a thread by a
 keep-alive settings: there a paused host is only abandoned after its ping timeout (20 s by
 default) or the invoker's abort timeout.
 
-Time is real and scaled: scenario time maps onto real seconds piecewise-linearly so that
-`hand_off_after` (5 min) lands on the scaled `hand_off_after` (5 s) and `max_wait` (8 days)
-on the scaled `max_wait` (25 s); `check_config()` gives the checkers the same thresholds.
-`now()` and `advance()` speak schedule time (the runner's and the scenario files'); history
-times are real seconds since the run started (`elapsed()`).
+Time is virtual, as on the simulator, so the same scenario gets the same verdict: the
+workers keep their durable timers (`ctx.sleep`, delayed sends) and `ctx.time()` with the
+harness (`DURABLE_CHAOS_TIMERS_URL`, the world server's `/timers/*`): a sleep is an awakeable
+the harness resolves through the ingress once its clock passes the deadline, a delayed send
+is a one-way call it makes then. The clock (`AutojumpClock`) counts real time at rate 1 and
+jumps to the next deadline (a timer, or the runner's next step) when the engine is
+quiescent: no invocation of the app running, ready or backing off in `sys_invocation`, no
+request to the world in flight, and nothing done by the harness or the world for `settle`
+real seconds. Journals, suspension, pinning, crashes and recovery stay Restate's own; 5
+minutes and 8 days are 5 minutes and 8 days (`Config()`), and an 8-day wait costs seconds.
+History times are these virtual seconds, with the wall clock beside them.
+
+Faults with a duration d (a GC pause, a pause at a fault point, a network toxic, the
+`RESTART_AFTER` downtime of a crash) are where real seconds matter: what they provoke is the
+stack's real timeouts (Restate's keep-alive, inactivity and abort timeouts, PostgreSQL's
+idle-transaction and lock timeouts). So a fault holds for min(d, `fault_floor`) real
+seconds, during which the clock does not jump (it runs with real time, and every timeout of
+the stack, all shorter than the floor, fires as it would); then the clock moves to the
+fault's end (start + d) if it is not there yet, and the fault ends. Nothing can happen inside
+a stopped process, and the rest of the system has had every real timeout to react, so what
+the skipped rest of a long pause could still bring is only timers, and those fire at once.
 
 The operator retires a superseded deployment (stops its workers) once Restate's own
 `sys_invocation` shows nothing pinned to it; each change in that count is recorded as
@@ -41,6 +57,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -53,16 +70,16 @@ from typing import Any, Literal
 
 from harness.adapters.base import LINKS, TOXICS, NetworkFaults, RunContext
 from harness.checkers.base import CheckConfig
+from harness.clock import AutojumpClock
 from harness.components.net import wait_until
-from harness.components.postgres import PostgresServer
-from harness.components.procs import ProcessGroup, stop_groups
+from harness.components.procs import ProcessGroup, sweep_stale
 from harness.components.restate import RestateServer
-from harness.components.toxiproxy import ToxiproxyServer
+from harness.components.stack import component_stack
 from harness.components.workers import SharedListener, WorkerProcess
 from harness.errors import UsageError
 from harness.history import History
 from harness.world import World
-from harness.world_server import WorldServer
+from harness.world_server import Timer, TimerTable, WorldServer
 from reference_impl.ports import Config
 from reference_impl.threadlog_pg import PostgresThreadLogStore
 
@@ -75,17 +92,15 @@ __all__ = [
     "NetworkFaults",
     "ReferenceRestateAdapter",
     "RestateRuntime",
-    "scale_time",
-    "unscale_time",
     "use_restate",
 ]
 
 INGRESS_ENV = "DURABLE_CHAOS_RESTATE_INGRESS_URL"
+KEEP_LOGS_ENV = "DURABLE_CHAOS_KEEP_LOGS"
+_LOG_PREFIX = "durable-chaos-run-"
 ADMIN_ENV = "DURABLE_CHAOS_RESTATE_ADMIN_URL"
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
-SCALED = Config(hand_off_after=5.0, max_wait=25.0)
-UNSCALED = Config()
 Variant = Literal["reference", "naive"]
 
 RESET_AFTER_COMMIT = "reset-after-commit"
@@ -96,6 +111,10 @@ _APPEND_POINTS = ("threadlog.append.before_lock", "threadlog.append.locked")
 # go through ALTER SYSTEM, not the command line, which would outrank later changes.
 _HOLD_STANDBY = "durable_chaos_hold"
 _MAX_RESTARTS = 20
+# The scenario seconds a crashed host stays down before it restarts (as on the simulator).
+RESTART_AFTER = 5.0
+# Statuses of `sys_invocation` in which an invocation makes progress by itself in real time.
+_ACTIVE = frozenset({"ready", "running", "backing-off", "invoked"})
 # What the real path runs through in the harness's process: its own modules, event loops,
 # subprocess, socket servers and the database and HTTP clients (see `_real_clock`).
 _REAL_TIME_MODULES = (
@@ -111,7 +130,7 @@ def _real_clock() -> Iterator[None]:
 
     The suite runner freezes the wall clock for the whole suite so that simulated handlers
     read virtual time; that freezer also stops `time.monotonic`, which event loops, socket
-    and database timeouts and this runtime's scaled time all need to move. freezegun answers
+    and database timeouts and this runtime's clock all need to move. freezegun answers
     with the real clock to callers from the modules of its ignore list: the real path's are
     added to the active freezer's list while a runtime is open, and taken away after.
     """
@@ -142,25 +161,6 @@ def use_restate(ingress_url: str | None, admin_url: str | None) -> None:
     os.environ[ADMIN_ENV] = admin_url
 
 
-def scale_time(t: float, scaled: Config = SCALED, unscaled: Config = UNSCALED) -> float:
-    """Scenario seconds -> real seconds: 0 -> 0, hand_off_after -> scaled hand_off_after,
-    max_wait -> scaled max_wait, linear in between and beyond."""
-    h0, h1 = unscaled.hand_off_after, scaled.hand_off_after
-    m0, m1 = unscaled.max_wait, scaled.max_wait
-    if t <= h0:
-        return t * h1 / h0
-    return h1 + (t - h0) * (m1 - h1) / (m0 - h0)
-
-
-def unscale_time(real: float, scaled: Config = SCALED, unscaled: Config = UNSCALED) -> float:
-    """Real seconds -> scenario seconds (the inverse of `scale_time`)."""
-    h0, h1 = unscaled.hand_off_after, scaled.hand_off_after
-    m0, m1 = unscaled.max_wait, scaled.max_wait
-    if real <= h1:
-        return real * h0 / h1
-    return h0 + (real - h1) * (m0 - h0) / (m1 - h1)
-
-
 @dataclass(eq=False)
 class _Host:
     name: str
@@ -187,6 +187,18 @@ class _Toxic:
     kind: str
     name: str
     until: float
+    real_until: float
+
+
+@dataclass(eq=False)
+class _Hold:
+    """A fault with a duration: it ends once `real_until` (monotonic) has passed, and the
+    clock is then moved to `until` (virtual) if it is behind (see the module docstring)."""
+
+    host: _Host
+    action: Literal["resume", "restart"]
+    until: float
+    real_until: float
 
 
 @dataclass
@@ -203,6 +215,16 @@ class RestateRuntime:
     drain_timeout: float = 30.0
     toxic_latency_ms: int = 1000
     keep_alive: float = 1.0
+    # Real seconds without any activity before the engine counts as quiescent.
+    settle: float = 0.3
+    # The longest real stretch of a fault with a duration (see the module docstring): above
+    # every timeout of the stack the harness starts (abort 5 s, keep-alive 1 s, PostgreSQL
+    # idle-in-transaction 2 s and lock 1 s).
+    fault_floor: float = 6.0
+    # How long (real seconds) a harness action may go unseen in sys_invocation.
+    expect_timeout: float = 2.0
+    # Real seconds of an engine never quiescent after which the clock jumps anyway.
+    stall_after: float = 60.0
     history: History = field(init=False)
     world: World = field(init=False)
 
@@ -210,23 +232,41 @@ class RestateRuntime:
         self._exit = ExitStack()
         self._exit.enter_context(_real_clock())
         self.history = self.ctx.history
-        self._t0 = time.monotonic()
-        self.history.bind_clock(self.elapsed)
+        self.clock = AutojumpClock()
+        self.timers = TimerTable(self.clock.now)
+        self.history.bind_clock(self.now)
         self._random = random.Random(self.ctx.seed)
         self._lock = threading.RLock()
         self._deployments: list[_Deployment] = []
-        self._resume_at: list[tuple[float, _Host]] = []
+        self._holds: list[_Hold] = []
+        self._last_action = time.monotonic()
+        # Invocations the harness started or woke, not yet seen to react: id -> real deadline
+        # after which the harness stops waiting for a sign (and the row it last saw, if any).
+        self._expect: dict[str, tuple[float, str | None]] = {}
+        self._rows: dict[str, dict[str, Any]] = {}
+        self._jumps = 0
+        self._fired = 0
+        self._fire_lag = 0.0
+        # Deadlines of timers fired since the engine was last quiescent, and the longest
+        # delay from a deadline to the engine being quiescent again (its latency).
+        self._acting: list[float] = []
+        self._latency = 0.0
         self._armed: dict[str, list[tuple[str, float]]] = {}
         self._toxics: list[_Toxic] = []
         self._toxic_count = 0
-        self._holds: list[threading.Thread] = []
+        self._commit_holds: list[threading.Thread] = []
         self._closed = False
         self._invocations: dict[str, str] = {}
         self._services: tuple[str, ...] = ()
-        # The logs of the run's workers and Toxiproxy, kept after the run for post-mortems.
-        self.log_dir = Path(tempfile.mkdtemp(prefix="durable-chaos-run-"))
-        self.pg = PostgresServer()
-        self.toxiproxy = ToxiproxyServer(log_dir=self.log_dir)
+        # The logs of the run's workers and Toxiproxy: removed when the run closes (kept with
+        # DURABLE_CHAOS_KEEP_LOGS=1 for post-mortems); the pid in the name lets the next run
+        # remove those of a harness that was killed.
+        sweep_stale(Path(tempfile.gettempdir()), _LOG_PREFIX)
+        self.log_dir = Path(tempfile.mkdtemp(prefix=f"{_LOG_PREFIX}{os.getpid()}-"))
+        # Processes or containers (`--components`): the same interfaces either way.
+        self.stack = component_stack()
+        self.pg = self.stack.postgres()
+        self.toxiproxy = self.stack.toxiproxy(log_dir=self.log_dir)
         ingress = self.restate_ingress_url or os.environ.get(INGRESS_ENV)
         admin = self.restate_admin_url or os.environ.get(ADMIN_ENV)
         if bool(ingress) != bool(admin):
@@ -234,12 +274,13 @@ class RestateRuntime:
                              f"and {ADMIN_ENV}), or neither to let the harness start its own")
         self.external = bool(ingress and admin)
         self.restate = (RestateServer.external(str(ingress), str(admin)) if self.external
-                        else RestateServer(http2_keep_alive_interval=self.keep_alive,
-                                           http2_keep_alive_timeout=self.keep_alive))
-        self.world_server = WorldServer(self.history, now=self.elapsed,
+                        else self.stack.restate(http2_keep_alive_interval=self.keep_alive,
+                                                http2_keep_alive_timeout=self.keep_alive))
+        self.world_server = WorldServer(self.history, now=self.now,
                                         model_latency=self.model_latency,
                                         deployment_of=self._deployment_of,
-                                        on_fault_point=self._fault_point)
+                                        on_fault_point=self._fault_point,
+                                        timers=self.timers)
         self.world = self.world_server.world
         try:
             self._start()
@@ -270,16 +311,14 @@ class RestateRuntime:
         self.deploy("v1")
         if self.external:
             self._clean_restate("before the run")
-        self._t0 = time.monotonic()
-        self.history.bind_clock(self.elapsed)
-
-    def elapsed(self) -> float:
-        """Real seconds since the run started: the history's time."""
-        return time.monotonic() - self._t0
+        self.clock.restart(0.0)
+        self.history.bind_clock(self.now)
 
     def now(self) -> float:
-        """Schedule time (the time of scenario files) the run has reached."""
-        return unscale_time(self.elapsed(), self.config)
+        """Virtual seconds since the run started (scenario time): the history's time."""
+        return self.clock.now()
+
+    elapsed = now
 
     def close(self) -> None:
         if self._closed:
@@ -288,18 +327,18 @@ class RestateRuntime:
         try:
             self._stop_everything()
         finally:
+            if not os.environ.get(KEEP_LOGS_ENV):
+                shutil.rmtree(self.log_dir, ignore_errors=True)
             self._exit.close()
 
     def _stop_everything(self) -> None:
-        for thread in self._holds:
+        for thread in self._commit_holds:
             thread.join(timeout=15)
-        groups = [h.worker.process for d in self._deployments for h in d.hosts
-                  if h.worker._group is not None]
         if self.external and self._services:
             with contextlib.suppress(Exception):
                 self._clean_restate("after the run")
         try:
-            stop_groups(groups, 5.0, term_grace=0.3)
+            self.stack.stop_workers([h.worker for d in self._deployments for h in d.hosts])
             for dep in self._deployments:
                 dep.listener.close()
                 if self.external and dep.id:
@@ -342,44 +381,142 @@ class RestateRuntime:
     # -- driving --------------------------------------------------------------------------
 
     def advance(self, until: float) -> None:
-        target = scale_time(until, self.config)
+        """Run until the clock reads `until`, jumping whenever the engine is quiescent.
+
+        An engine that stays busy for `stall_after` real seconds (an invocation retrying
+        for ever, say) would otherwise make the run last as long as the scenario: the clock
+        then jumps all the same, and `restate.stalled` records what kept it busy.
+        """
+        busy_since: float | None = None
         while True:
-            self._tick()
-            remaining = target - self.elapsed()
-            if remaining <= 0:
+            quiet = self._tick()
+            now = self.clock.now()
+            if now >= until:
                 return
-            time.sleep(min(self.poll_interval, remaining))
+            real = time.monotonic()
+            if quiet:
+                busy_since = None
+            elif busy_since is None:
+                busy_since = real
+            elif real - busy_since > self.stall_after and not self._holds:
+                self.history.add("restate.stalled", "info", data={
+                    "seconds": round(real - busy_since, 1),
+                    "active": [r for r in self._rows.values()
+                               if str(r.get("status")) in _ACTIVE][:10]})
+                busy_since, quiet = None, True
+            if quiet:
+                deadline = self.timers.next_deadline()
+                target = until if deadline is None else min(until, deadline)
+                if self.clock.jump_to(target) > 0:
+                    self._jumps += 1
+                continue
+            time.sleep(min(self.poll_interval, max(0.0, until - now)))
+
+    def _sent(self, invocation_id: str) -> None:
+        self._last_action = time.monotonic()
+        with self._lock:
+            self._expect[invocation_id] = (self._last_action + self.expect_timeout, None)
 
     def send_message(self, session: str, message: dict[str, object]) -> None:
-        self.restate.admin.send("Controller", "onMessage", session, message)
+        self._sent(self.restate.admin.send("Controller", "onMessage", session, message))
 
     def answer(self, tool_call: str, decision: str, user: str) -> None:
-        self.restate.admin.send("PendingToolCall", "answer", tool_call,
-                                {"decision": decision, "user": user})
+        self._sent(self.restate.admin.send("PendingToolCall", "answer", tool_call,
+                                           {"decision": decision, "user": user}))
 
     def background(self, session: str, tool_call: str) -> None:
-        self.restate.admin.send("Controller", "background", session, {"tool_call": tool_call})
+        self._sent(self.restate.admin.send("Controller", "background", session,
+                                           {"tool_call": tool_call}))
 
     def cancel(self, session: str) -> None:
-        self.restate.admin.send("Controller", "cancel", session, {})
+        self._sent(self.restate.admin.send("Controller", "cancel", session, {}))
+
+    # -- the clock --------------------------------------------------------------------------
+
+    def _fire_due(self) -> None:
+        """Fire the engine's timers whose deadline the clock has passed."""
+        now = self.clock.now()
+        for timer in self.timers.due(now):
+            self._fire(timer, now)
+
+    def _fire(self, timer: Timer, now: float) -> None:
+        admin = self.restate.admin
+        self._fired += 1
+        self._fire_lag = max(self._fire_lag, now - timer.deadline)
+        self._acting.append(timer.deadline)
+        self._last_action = time.monotonic()
+        try:
+            if timer.kind == "sleep":
+                assert timer.awakeable is not None
+                admin.resolve_awakeable(timer.awakeable, None)
+                row = self._rows.get(timer.invocation or "")
+                if row is not None and timer.invocation:
+                    # Woken: its row must change (or it completes) before the engine is
+                    # quiescent again.
+                    with self._lock:
+                        self._expect[timer.invocation] = (
+                            self._last_action + self.expect_timeout,
+                            json.dumps(row, sort_keys=True))
+            else:
+                assert timer.service is not None and timer.handler is not None
+                # The timer's id is the idempotency key: a send fired twice happens once.
+                self._sent(admin.send(timer.service, timer.handler, timer.key, timer.arg,
+                                      idempotency_key=timer.id))
+        except Exception as exc:
+            # A sleep whose invocation moved on (its other branch won) has no one to wake.
+            self.history.add("restate.timer_unfired", "info", invocation=timer.invocation,
+                             data={"timer": timer.id, "kind": timer.kind,
+                                   "error": f"{type(exc).__name__}: {exc}"[:300]})
+
+    def _quiescent(self, rows: list[dict[str, Any]]) -> bool:
+        """Whether nothing would happen without a timer: see the module docstring."""
+        real = time.monotonic()
+        with self._lock:
+            if self._holds or self._toxics:
+                return False
+        if any(t.is_alive() for t in self._commit_holds):
+            return False
+        if real - self._last_action < self.settle or self.world_server.busy(self.settle):
+            return False
+        current = {str(r["id"]): r for r in rows}
+        with self._lock:
+            for inv_id, (deadline, before) in list(self._expect.items()):
+                row = current.get(inv_id)
+                if before is None:
+                    seen = row is not None  # a new invocation: seen at all
+                else:
+                    seen = row is None or json.dumps(row, sort_keys=True) != before
+                if seen or real > deadline:
+                    del self._expect[inv_id]
+            if self._expect:
+                return False
+        holders = {(r.get("target_service_name"), r.get("target_service_key"))
+                   for r in rows if r.get("status") == "suspended"}
+        for row in rows:
+            status = str(row.get("status"))
+            if status in _ACTIVE:
+                return False
+            if status in ("pending", "inboxed") and (
+                    (row.get("target_service_name"), row.get("target_service_key"))
+                    not in holders):
+                return False
+        return True
 
     def finish(self) -> None:
         """Heal what is still broken, wait (bounded) until Restate has nothing of this app
-        left to run, then record the thread logs."""
+        left to run (quiescent: what still waits, waits on a person or a timer past the
+        horizon, as on the simulator), then record the thread logs."""
         self._heal_all()
         with self._lock:
-            pending, self._resume_at = self._resume_at, []
-        for _, host in pending:
-            self._resume(host)
-        for thread in self._holds:
+            pending, self._holds = self._holds, []
+        for hold in pending:
+            self._end_hold(hold)
+        for thread in self._commit_holds:
             thread.join(timeout=15)
         admin = self.restate.admin
 
         def quiet() -> bool | None:
-            self._tick()
-            rows = admin.query("SELECT count(*) AS n FROM sys_invocation "
-                               f"WHERE status <> 'completed' AND {self._ours()}")
-            return True if int(rows[0].get("n", 0)) == 0 else None
+            return True if self._tick() else None
 
         try:
             wait_until(quiet, timeout=self.drain_timeout, what="Restate invocations",
@@ -388,6 +525,11 @@ class RestateRuntime:
             left = admin.invocations(f"status <> 'completed' AND {self._ours()}")
             self.history.add("restate.not_quiet", data={"error": str(exc), "left": left[:20]})
         self._tick()
+        # How the virtual clock went, and the latency the checkers add to their tolerance.
+        self.history.add("clock.latency", data={
+            "seconds": round(self._latency, 3), "timers_fired": self._fired,
+            "max_fire_lag": round(self._fire_lag, 3), "jumps": self._jumps,
+            "skipped": round(self.clock.jumped, 3)})
         asyncio.run(self._record_logs())
 
     async def _record_logs(self) -> None:
@@ -409,17 +551,29 @@ class RestateRuntime:
 
     # -- the operator ---------------------------------------------------------------------
 
-    def _tick(self) -> None:
-        now = self.elapsed()
+    def _tick(self) -> bool:
+        """One round of the operator; returns whether the engine is quiescent."""
+        real = time.monotonic()
         with self._lock:
-            due = [item for item in self._resume_at if item[0] <= now]
-            for item in due:
-                self._resume_at.remove(item)
-        for _, host in due:
-            self._resume(host)
-        self._heal_due(now)
+            due = [h for h in self._holds if h.real_until <= real]
+            for hold in due:
+                self._holds.remove(hold)
+        for hold in due:
+            self.clock.jump_to(hold.until)
+            self._end_hold(hold)
+        self._heal_due(real)
+        self._fire_due()
         self._restart_crashed()
-        self._observe_invocations()
+        rows = self._observe_invocations()
+        self._drain()
+        quiet = self._quiescent(rows)
+        if quiet and self._acting:
+            now = self.clock.now()
+            self._latency = max(self._latency, now - min(self._acting))
+            self._acting.clear()
+        return quiet
+
+    def _drain(self) -> None:
         if not any(d.superseded and not d.drained for d in self._deployments):
             return
         counts = {c.deployment_id: c.invocations for c in self.restate.admin.pinned_counts()}
@@ -433,19 +587,34 @@ class RestateRuntime:
                                  data={"deployment": dep.id, "count": count,
                                        "version": dep.version})
             with self._lock:
-                resuming = any(h.deployment is dep for _, h in self._resume_at)
+                resuming = any(h.host.deployment is dep for h in self._holds)
             if count == 0 and not resuming:
                 dep.drained = True
                 self.history.add("deployment.drained", deployment=dep.id,
                                  data={"version": dep.version, "source": "sys_invocation"})
-                stop_groups([h.worker.process for h in dep.hosts if h.worker._group],
-                            5.0, term_grace=0.3)
+                self.stack.stop_workers([h.worker for h in dep.hosts])
                 dep.listener.close()
 
-    def _resume(self, host: _Host) -> None:
-        if host.worker.alive:
-            host.worker.resume()
-            self.history.add("host.resumed", host=host.name, deployment=host.deployment.id)
+    def _end_hold(self, hold: _Hold) -> None:
+        # The clock skipped the rest of the fault: what timers were doing meanwhile is no
+        # measure of the engine's latency.
+        self._acting.clear()
+        host = hold.host
+        if hold.action == "resume":
+            if host.worker.alive:
+                host.worker.resume()
+                self.history.add("host.resumed", host=host.name, deployment=host.deployment.id)
+        elif not host.deployment.drained:
+            host.worker.start()
+            self.history.add("host.restarted", host=host.name, deployment=host.deployment.id)
+        self._last_action = time.monotonic()
+
+    def _hold(self, host: _Host, action: Literal["resume", "restart"], duration: float) -> float:
+        until = self.clock.now() + duration
+        with self._lock:
+            self._holds.append(_Hold(host, action, until,
+                                     time.monotonic() + min(duration, self.fault_floor)))
+        return until
 
     def _restart_crashed(self) -> None:
         """A host that died (it crashed itself at a fault point) restarts, same version."""
@@ -455,6 +624,9 @@ class RestateRuntime:
             for host in dep.hosts:
                 if host.worker.alive or host.restarts >= _MAX_RESTARTS:
                     continue
+                with self._lock:
+                    if any(h.host is host for h in self._holds):
+                        continue  # crashed by the harness: it restarts when its hold ends
                 host.restarts += 1
                 code = host.worker.process.returncode
                 self.history.add("host.crashed", host=host.name, deployment=dep.id,
@@ -463,13 +635,16 @@ class RestateRuntime:
                 self.history.add("host.restarted", host=host.name, deployment=dep.id,
                                  data={"exit": code, "restarts": host.restarts})
 
-    def _observe_invocations(self) -> None:
+    def _observe_invocations(self) -> list[dict[str, Any]]:
         """Invocation lifecycle as Restate's `sys_invocation` shows it (source of truth for
-        pinning): started (pinned to a deployment), suspended, resumed, completed."""
-        rows = self.restate.admin.query(
-            "SELECT id, target, status, pinned_deployment_id FROM sys_invocation "
-            f"WHERE status <> 'completed' AND pinned_deployment_id IS NOT NULL AND "
-            f"{self._ours()}")
+        pinning): started (pinned to a deployment), suspended, resumed, completed. Returns
+        every invocation of the app not completed (for `_quiescent`)."""
+        every = self.restate.admin.query(
+            "SELECT id, target, status, pinned_deployment_id, target_service_name, "
+            "target_service_key, modified_at, journal_size FROM sys_invocation "
+            f"WHERE status <> 'completed' AND {self._ours()}")
+        self._rows = {str(r["id"]): r for r in every}
+        rows = [r for r in every if r.get("pinned_deployment_id") is not None]
         current = {str(r["id"]): r for r in rows}
         for inv_id, row in current.items():
             status = str(row.get("status"))
@@ -487,6 +662,7 @@ class RestateRuntime:
         for inv_id in [i for i in self._invocations if i not in current]:
             del self._invocations[inv_id]
             self.history.add("invocation.completed", invocation=inv_id)
+        return every
 
     def _deployment_of(self, host: str) -> str | None:
         for dep in self._deployments:
@@ -516,10 +692,12 @@ class RestateRuntime:
                                      "user=postgres dbname=postgres"),
                 "DURABLE_CHAOS_CONFIG": config,
                 "DURABLE_CHAOS_HOST": name,
+                "DURABLE_CHAOS_TIMERS_URL": self.world_server.url,
             }
-            worker = WorkerProcess("reference_impl.worker:app", env=env, name=f"worker-{name}",
-                                   pythonpath=[_REPO_ROOT], cwd=_REPO_ROOT,
-                                   listener=dep.listener, log_dir=self.log_dir)
+            worker = self.stack.worker("reference_impl.worker:app", env=env,
+                                       name=f"worker-{name}", pythonpath=[_REPO_ROOT],
+                                       cwd=_REPO_ROOT, listener=dep.listener,
+                                       log_dir=self.log_dir)
             dep.hosts.append(_Host(name, worker, dep))
         for host in dep.hosts:  # start in parallel, then wait for each
             host.worker.spawn()
@@ -574,19 +752,18 @@ class RestateRuntime:
     def pause_host(self, host: str, duration: float) -> str:
         target = self._select(host)
         target.worker.pause()
-        until = self.elapsed() + scale_time(duration, self.config)
-        with self._lock:
-            self._resume_at.append((until, target))
+        until = self._hold(target, "resume", duration)
         self.history.add("host.paused", host=target.name, deployment=target.deployment.id,
                          data={"until": round(until, 3)})
         return target.name
 
     def crash_host(self, host: str) -> str:
+        """SIGKILL now; the same version restarts `RESTART_AFTER` scenario seconds later (as
+        on the simulator), so the crash's downtime is a window of the history."""
         target = self._select(host)
         target.worker.kill()
         self.history.add("host.crashed", host=target.name, deployment=target.deployment.id)
-        target.worker.start()
-        self.history.add("host.restarted", host=target.name, deployment=target.deployment.id)
+        self._hold(target, "restart", RESTART_AFTER)
         return target.name
 
     # -- capabilities: fault points ---------------------------------------------------------
@@ -616,8 +793,12 @@ class RestateRuntime:
             target = next((h for d in self._deployments for h in d.hosts if h.name == host),
                           None)
             if action == "pause" and target is not None:
-                self._resume_at.append((self.elapsed() + scale_time(duration, self.config),
-                                        target))
+                self._hold(target, "resume", duration)
+                # The worker stops itself on this answer: a pause window of the history, as
+                # the simulator records one.
+                self.history.add("host.paused", host=target.name,
+                                 deployment=target.deployment.id,
+                                 data={"duration": duration, "point": point})
         if action == RESET_AFTER_COMMIT:
             try:
                 self._hold_next_commit(host)
@@ -662,7 +843,7 @@ class RestateRuntime:
         self._set_commit_hold(True)
         thread = threading.Thread(target=self._reset_after_commit, args=(host,),
                                   name="reset-after-commit", daemon=True)
-        self._holds.append(thread)
+        self._commit_holds.append(thread)
         thread.start()
 
     def _reset_after_commit(self, host: str) -> None:
@@ -712,7 +893,7 @@ class RestateRuntime:
             raise UsageError(f"unknown link {link!r}: use one of {list(LINKS)}")
         if kind not in TOXICS:
             raise UsageError(f"unknown network fault {kind!r}: use one of {list(TOXICS)}")
-        real = scale_time(duration, self.config)
+        real = min(duration, self.fault_floor)
         toxi = self.toxiproxy.client
         self._toxic_count += 1
         name = f"{kind}_{self._toxic_count}"
@@ -727,9 +908,9 @@ class RestateRuntime:
                            toxic_name=name)
         else:
             toxi.add_toxic(link, "reset_peer", {"timeout": 0}, toxic_name=name)
-        until = self.elapsed() + real
+        until = self.clock.now() + duration
         with self._lock:
-            self._toxics.append(_Toxic(link, kind, name, until))
+            self._toxics.append(_Toxic(link, kind, name, until, time.monotonic() + real))
         self.history.add("network.toxic", data={"link": link, "kind": kind,
                                                 "until": round(until, 3), "toxic": name})
 
@@ -744,12 +925,14 @@ class RestateRuntime:
         self.history.add("network.healed", data={"link": toxic.link, "kind": toxic.kind,
                                                  "toxic": toxic.name})
 
-    def _heal_due(self, now: float) -> None:
+    def _heal_due(self, real: float) -> None:
         with self._lock:
-            due = [t for t in self._toxics if t.until <= now]
+            due = [t for t in self._toxics if t.real_until <= real]
             for t in due:
                 self._toxics.remove(t)
         for t in due:
+            self.clock.jump_to(t.until)
+            self._acting.clear()
             self._heal(t)
 
     def _heal_all(self) -> None:
@@ -770,21 +953,21 @@ class RestateRuntime:
 
 @dataclass(frozen=True)
 class ReferenceRestateAdapter:
-    """The reference implementation on a real Restate server (scaled time)."""
+    """The reference implementation on a real Restate server (virtual time)."""
 
     name: str = "reference-restate"
     description: str = ("the reference implementation on a real Restate server, with "
-                        "PostgreSQL and Toxiproxy (scaled time)")
+                        "PostgreSQL and Toxiproxy (virtual time)")
     engine: str = "real"
     variant: Variant = "reference"
-    config: Config = SCALED
+    config: Config = field(default_factory=Config)
     restate_ingress_url: str | None = None
     restate_admin_url: str | None = None
 
     def check_config(self) -> CheckConfig:
+        # The simulator's thresholds: time is scenario time on both engines.
         return CheckConfig(hand_off_after=self.config.hand_off_after,
-                           max_wait=self.config.max_wait, tolerance=1.5,
-                           liveness_bound=self.config.max_wait)
+                           max_wait=self.config.max_wait)
 
     def preflight(self) -> None:
         """Before any run: the binaries are installed and a Restate the user named answers
@@ -821,5 +1004,5 @@ class NaiveRestateAdapter(ReferenceRestateAdapter):
 
     name: str = "naive-restate"
     description: str = ("the naive 'before' design (in-call wait, no hand-off) on a real "
-                        "Restate server (scaled time)")
+                        "Restate server (virtual time)")
     variant: Variant = "naive"

@@ -9,17 +9,17 @@ invariant is about (a property that passes because nothing reached its window sa
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from harness.history import History, Record
+from harness.history import History, Record, fmt_duration
 
 Valid = bool | None
 
 
 @dataclass(frozen=True, slots=True)
 class CheckConfig:
-    """Thresholds the checkers judge against; the real path scales them like the runtime."""
+    """Thresholds the checkers judge against, in scenario seconds on every engine."""
 
     hand_off_after: float = 300.0
     max_wait: float = 8 * 86400.0
@@ -27,6 +27,32 @@ class CheckConfig:
     tolerance: float = 60.0
     # After the last fault heals, every session must be idle within this bound.
     liveness_bound: float = 3600.0
+    # Of `tolerance`, the part a real engine's own latency needed (see `measured`).
+    latency: float = 0.0
+
+
+def measured(config: CheckConfig, history: History) -> CheckConfig:
+    """`config` with the engine's measured latency added to its tolerance.
+
+    A real engine on virtual time acts on a timer later than the simulator does, by the
+    real seconds it takes to run the woken work and settle (Restate reads an invocation
+    `running` until its inactivity timeout suspends it). The runtime measures the longest
+    such delay of the run (`clock.latency`); the checkers allow it on top of the tolerance
+    the simulator gets, and their witnesses say how much of the tolerance it is.
+    """
+    for record in reversed(history.records):
+        if record.kind == "clock.latency":
+            latency = max(0.0, float(record.data.get("seconds", 0.0)))
+            return replace(config, tolerance=config.tolerance + latency, latency=latency)
+    return config
+
+
+def tolerance_note(config: CheckConfig) -> str:
+    """What a witness adds after its limit when part of the tolerance is measured latency."""
+    if config.latency <= 0:
+        return ""
+    return (f", of which {fmt_duration(config.latency)} is the engine's measured latency "
+            f"(clock.latency)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +111,9 @@ def cite(records: Iterable[Record]) -> tuple[int, ...]:
 def run_checkers(
     checkers: Iterable[Checker], history: History, config: CheckConfig
 ) -> list[Result]:
-    """Compose checkers: each runs alone; one that crashes yields unknown, never a crash."""
+    """Compose checkers: each runs alone; one that crashes yields unknown, never a crash.
+    The tolerance includes the engine's measured latency, if the history records one."""
+    config = measured(config, history)
     results = []
     for checker in checkers:
         try:

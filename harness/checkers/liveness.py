@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 from typing import final
 
 from harness.checkers._common import FAULT_KINDS, Dedup, Faults, at, attr, guarded, run_end
-from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.checkers.base import (
+    CheckConfig,
+    Result,
+    Violation,
+    cite,
+    tolerance_note,
+    verdict,
+)
 from harness.history import History, Record, fmt_duration
 
 _SESSION_KINDS = frozenset(
@@ -88,7 +95,8 @@ class Liveness:
         return guarded(self.name, self._check, history, config)
 
     def _check(self, history: History, config: CheckConfig) -> Result:
-        bound = config.liveness_bound
+        # A real engine's measured latency (see base.measured) is allowed on top.
+        bound = config.liveness_bound + config.latency
         dedup = Dedup()
         faults = Faults()
         sessions: dict[str, _Session] = {}
@@ -210,7 +218,7 @@ class Liveness:
         deadline = heal + bound
         after = f"after the faults healed at {at(heal)}" if (
             faults.last_end is not None or last_fault is not None) else "from the start"
-        limit = f"more than {fmt_duration(bound)} {after}"
+        limit = f"more than {fmt_duration(bound)} {after}{tolerance_note(config)}"
         violations: list[Violation] = []
 
         def too_long(start: float, stop: float) -> bool:

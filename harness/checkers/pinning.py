@@ -32,7 +32,14 @@ from harness.checkers._common import (
     overlap,
     run_end,
 )
-from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.checkers.base import (
+    CheckConfig,
+    Result,
+    Violation,
+    cite,
+    tolerance_note,
+    verdict,
+)
 from harness.history import History, Record, fmt_duration
 
 _KINDS = frozenset(
@@ -177,7 +184,7 @@ class PinningBound:
         end_time = run_end(history)
         host_down, provider = faults.finish(end_time)
         bound = config.hand_off_after + config.tolerance
-        limit = limit_text(config, config.hand_off_after)
+        limit = limit_text(config, config.hand_off_after) + tolerance_note(config)
         violations: list[Violation] = []  # deployments first: the headline
         suspended_too_long: list[Violation] = []
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from types import TracebackType
 
 from harness.components.net import free_port, wait_until
-from harness.components.procs import ProcessGroup, scratch_dir
+from harness.components.procs import ProcessGroup, release_sysv_segments, scratch_dir
 from harness.errors import ComponentUnavailable
 
 __all__ = ["PostgresBinaries", "PostgresServer", "PostgresUnavailable", "find_binaries"]
@@ -214,6 +214,8 @@ class PostgresServer:
                 _stop_postmaster(group)
         finally:
             if base_dir is not None:
+                # A postmaster that had to be killed left its SysV segment behind.
+                release_sysv_segments(base_dir)
                 shutil.rmtree(base_dir, ignore_errors=True)
 
     def _probe(self) -> bool:

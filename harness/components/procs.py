@@ -29,9 +29,11 @@ __all__ = [
     "group_members",
     "install_cleanup_handlers",
     "live_groups",
+    "release_sysv_segments",
     "scratch_dir",
     "stop_all",
     "stop_groups",
+    "sweep_stale",
 ]
 
 _PR_SET_PDEATHSIG = 1
@@ -463,6 +465,75 @@ def _sweep(root: Path) -> None:
         except ProcessLookupError:
             import shutil
 
+            release_sysv_segments(entry)
             shutil.rmtree(entry, ignore_errors=True)
         except PermissionError:
             continue
+
+
+def sweep_stale(root: Path, prefix: str) -> None:
+    """Remove `root/prefix<pid>-*` entries whose owner pid is gone (a harness that was killed
+    ran no cleanup)."""
+    import shutil
+
+    for entry in root.glob(f"{prefix}*"):
+        owner = entry.name[len(prefix):].split("-", 1)[0]
+        if not owner.isdigit() or int(owner) == os.getpid():
+            continue
+        try:
+            os.kill(int(owner), 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry, ignore_errors=True)
+        except PermissionError:
+            continue
+
+
+_SYSV_SHM = Path("/proc/sysvipc/shm")
+_IPC_RMID = 0
+
+
+def _attached(shmid: int) -> int | None:
+    """How many processes attach SysV segment `shmid` (None: no such segment)."""
+    try:
+        lines = _SYSV_SHM.read_text().splitlines()
+    except OSError:
+        return None
+    header = lines[0].split() if lines else []
+    if "shmid" not in header or "nattch" not in header:
+        return None
+    at_id, at_n = header.index("shmid"), header.index("nattch")
+    for line in lines[1:]:
+        cols = line.split()
+        if len(cols) > max(at_id, at_n) and cols[at_id] == str(shmid):
+            return int(cols[at_n])
+    return None
+
+
+def release_sysv_segments(directory: Path) -> list[int]:
+    """Remove the SysV shared-memory segments that a killed PostgreSQL left, for the data
+    directories under `directory`; returns their ids.
+
+    PostgreSQL keeps a small SysV segment beside its mmap'd memory (it detects a second
+    postmaster on the same data directory with it) and removes it on a clean shutdown only:
+    after a SIGKILL it outlives everything, since a segment is not a file. Its id is on line
+    7 of `postmaster.pid`; a segment still attached by some process is left alone.
+    """
+    import ctypes
+    import ctypes.util
+
+    released: list[int] = []
+    for pid_file in [*directory.glob("postmaster.pid"), *directory.glob("*/postmaster.pid")]:
+        try:
+            lines = pid_file.read_text().splitlines()
+        except OSError:
+            continue
+        parts = lines[6].split() if len(lines) > 6 else []
+        if len(parts) != 2 or not parts[1].isdigit():
+            continue
+        shmid = int(parts[1])
+        if _attached(shmid) != 0:
+            continue
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        if libc.shmctl(shmid, _IPC_RMID, None) == 0:
+            released.append(shmid)
+    return released

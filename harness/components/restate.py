@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import httpx
 
-from harness.components.binaries import find_executable
+from harness.components.binaries import RESTATE_SERVER
 from harness.components.net import free_port, wait_until
 from harness.components.procs import ProcessGroup, scratch_dir
 from harness.errors import ComponentError, ComponentUnavailable
@@ -36,10 +36,7 @@ __all__ = [
     "find_restate_server",
 ]
 
-BIN_ENV = "DURABLE_CHAOS_RESTATE_BIN"
-_REPO_ROOT = Path(__file__).resolve().parents[2]
-_NPM_BINARY = Path("node_modules/@restatedev/restate-server-linux-x64/bin/restate-server")
-_INSTALL_HINT = "run `make restate` (npm install of @restatedev/restate-server from package.json)"
+BIN_ENV = RESTATE_SERVER.env_var
 _BIND_RETRIES = 3
 _JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
 
@@ -60,10 +57,8 @@ class RestateError(ComponentError):
 
 
 def find_restate_server() -> Path:
-    """The restate-server binary: $DURABLE_CHAOS_RESTATE_BIN, else the npm package's."""
-    return find_executable("restate-server", env_var=BIN_ENV,
-                           candidates=[_REPO_ROOT / _NPM_BINARY], install_hint=_INSTALL_HINT,
-                           error=RestateUnavailable)
+    """$DURABLE_CHAOS_RESTATE_BIN, the repository's npm package, the components cache, PATH."""
+    return RESTATE_SERVER.find(error=RestateUnavailable)
 
 
 def _duration(value: Duration) -> str:

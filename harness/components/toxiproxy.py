@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import httpx
 
-from harness.components.binaries import find_executable
+from harness.components.binaries import TOXIPROXY_SERVER
 from harness.components.net import free_port, wait_until
 from harness.components.procs import ProcessGroup
 from harness.errors import ComponentError, ComponentUnavailable
@@ -30,11 +30,7 @@ __all__ = [
     "find_toxiproxy_server",
 ]
 
-BIN_ENV = "DURABLE_CHAOS_TOXIPROXY_BIN"
-_REPO_ROOT = Path(__file__).resolve().parents[2]
-# `make toxiproxy` renames go install's "server"; the old name is still accepted.
-_CANDIDATES = (Path(".tools/bin/toxiproxy-server"), Path(".tools/bin/server"))
-_INSTALL_HINT = "run `make toxiproxy` (go install of the pinned Toxiproxy server)"
+BIN_ENV = TOXIPROXY_SERVER.env_var
 _BIND_RETRIES = 3
 
 Stream = Literal["upstream", "downstream"]
@@ -53,11 +49,8 @@ class ToxiproxyError(ComponentError):
 
 
 def find_toxiproxy_server() -> Path:
-    """$DURABLE_CHAOS_TOXIPROXY_BIN, else .tools/bin of this repository, else PATH."""
-    return find_executable("toxiproxy-server", env_var=BIN_ENV,
-                           candidates=[_REPO_ROOT / c for c in _CANDIDATES],
-                           on_path=["toxiproxy-server"], install_hint=_INSTALL_HINT,
-                           error=ToxiproxyUnavailable)
+    """$DURABLE_CHAOS_TOXIPROXY_BIN, the repository's .tools/bin, the components cache, PATH."""
+    return TOXIPROXY_SERVER.find(error=ToxiproxyUnavailable)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from harness.report.timeline import (
     releases,
 )
 
-# What each built-in invariant means, from DESIGN.md section 3; user checkers show no blurb.
+# What each built-in invariant means (docs/design.md, section 4); user checkers show no blurb.
 DESCRIPTIONS: Final[dict[str, str]] = {
     "no-duplicate-effects": "Each effect key is delivered to the world at most once.",
     "pinning-bound": "No invocation holds its deployment suspended longer than hand_off_after "
@@ -320,6 +320,7 @@ def _summary(suite: SuiteOutcome) -> str:
         ("Adapters", ", ".join(_adapters(suite)) or "none"),
         ("Seed", str(suite.seed)),
         ("Schedules run", run_text),
+        ("Scenario sets", ", ".join(suite.scenario_sets) or "none"),
         ("Virtual time", f"{fmt_duration(virtual)} in total, longest run "
                          f"{fmt_duration(longest)}"),
         ("Wall time", _fmt_wall(suite.wall_time)),
