@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import heapq
 import itertools
+import os
 import signal
 import threading
 import time
@@ -52,6 +53,9 @@ class _Timers:
     """One daemon thread that calls each scheduled function once its delay has passed."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int]] = []
         self._active: dict[int, Callable[[], None]] = {}
@@ -93,6 +97,9 @@ class _Timers:
 
 
 _TIMERS = _Timers()
+# A forked child (the fan-out's workers) has no timer thread, and its copy of the lock may
+# have been taken by that thread at the moment of the fork: it starts afresh.
+os.register_at_fork(after_in_child=_TIMERS.reset)
 
 
 class Watchdog:

@@ -160,3 +160,35 @@ def test_one_timer_thread_serves_every_run_limit() -> None:
         with Watchdog(60.0):
             seen |= {t for t in threading.enumerate() if t.name == "durable-chaos-watchdog"}
     assert len(seen) == 1
+
+
+def test_a_forked_worker_gets_its_own_timer_thread() -> None:
+    """The fan-out forks its workers: a child whose copy of the timer lock was held at the
+    fork would hang at its first run limit, so the timers start afresh in the child."""
+    import threading
+
+    from harness import watchdog
+
+    with watchdog.Watchdog(60.0):
+        pass
+    held = watchdog._TIMERS._cond.acquire()  # as if the timer thread held it at the fork
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: one run limit, then out
+            code = 1
+            try:
+                done = threading.Event()
+
+                def arm() -> None:
+                    with watchdog.Watchdog(60.0):
+                        done.set()
+
+                threading.Thread(target=arm, daemon=True).start()
+                code = 0 if done.wait(10) else 1
+            finally:
+                os._exit(code)
+    finally:
+        if held:
+            watchdog._TIMERS._cond.release()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
