@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from harness.errors import ComponentUnavailable, Terminated, UsageError
+from harness.errors import ComponentUnavailable, Terminated, UsageError, WorkerLost
 from harness.outcome import SuiteOutcome, printable
 from harness.schedules.model import Schedule, parse_duration
 
@@ -292,6 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ComponentUnavailable as exc:
         print(f"durable-chaos: error: {printable(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
+    except WorkerLost as exc:  # the report of what ran is written, marked incomplete
+        print(f"durable-chaos: could not judge: {printable(str(exc))}", file=sys.stderr)
+        return EXIT_UNKNOWN
     except Terminated:
         print("durable-chaos: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM

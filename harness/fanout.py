@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.adapters import Adapter, load_adapter
-from harness.errors import UsageError
+from harness.errors import UsageError, WorkerLost
 from harness.exploration import Exploration, _schedule_from, explore
 from harness.outcome import RunOutcome
 from harness.run import _REAL, RunOptions, _replay, _slug, wall
@@ -175,6 +175,10 @@ class ProcessPool:
         method = "fork" if sys.platform == "linux" else "spawn"
         self._pool = multiprocessing.get_context(method).Pool(workers,
                                                                initializer=_worker_init)
+        # A Pool whose worker dies replaces it and never completes the task it held: the
+        # parent would wait forever. Its workers are private (`_pool`); a worker of ours
+        # never exits on its own, so any exit is a death.
+        self._workers: list[Any] = list(getattr(self._pool, "_pool", []))
 
     def submit(self, job: BatchJob) -> None:
         self._pool.apply_async(run_batch, (job,), callback=self._done.put,
@@ -183,9 +187,15 @@ class ProcessPool:
     def next_result(self) -> BatchResult:
         while True:
             try:
-                # A timeout, so that Ctrl-C is seen while waiting.
+                # A timeout, so that Ctrl-C and a dead worker are seen while waiting.
                 item = self._done.get(timeout=0.2)
             except queue.Empty:
+                dead = [p for p in self._workers if p.exitcode is not None]
+                if dead:
+                    raise WorkerLost(
+                        f"worker process {dead[0].pid} died (exit code {dead[0].exitcode}) "
+                        "while it ran a batch of generated schedules; what it ran is lost. "
+                        "Rerun with --workers 1 to see the failure in one process") from None
                 continue
             if isinstance(item, BaseException):
                 raise item

@@ -15,7 +15,7 @@ from typing import Any
 
 import harness.schedules.library as scenario_library
 from harness.adapters import load_adapter
-from harness.errors import AdapterUnavailable, Terminated
+from harness.errors import AdapterUnavailable, Terminated, WorkerLost
 from harness.exploration import _suite_freezer
 from harness.fanout import default_workers, explore_fanned
 from harness.outcome import RunOutcome, SuiteOutcome
@@ -84,6 +84,7 @@ def run_suite(
     complete = True
     interrupted: str | None = None
     cannot_open: _CannotOpen | None = None
+    lost: WorkerLost | None = None
     total = len(adapters) * (len(scenarios) + schedules)
     bar = Progress(total, stream, progress)
     if report_dir is not None:
@@ -131,6 +132,10 @@ def run_suite(
         except _CannotOpen as exc:
             complete = False
             cannot_open = exc
+        except WorkerLost as exc:
+            complete = False
+            lost = exc
+            bar.message(f"{exc}; writing the report of what ran so far")
         except KeyboardInterrupt as exc:
             complete = False
             interrupted = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
@@ -150,6 +155,8 @@ def run_suite(
     )
     if report_dir is not None:
         write_outputs(suite, report_dir)
+    if lost is not None:
+        raise lost
     if cannot_open is not None:
         raise AdapterUnavailable(f"adapter {cannot_open.spec!r} cannot run here: "
                                  f"{cannot_open.error}")

@@ -192,3 +192,54 @@ def test_a_forked_worker_gets_its_own_timer_thread() -> None:
             watchdog._TIMERS._cond.release()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_killed_worker_ends_the_suite_unjudged_instead_of_hanging(tmp_path: Path) -> None:
+    """multiprocessing's pool replaces a dead worker and never completes the batch it held;
+    the parent notices, writes the report of what ran (incomplete) and exits 3."""
+    report = tmp_path / "report"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "--scenarios", "none", "--schedules",
+         "100000", "--workers", "2", "--report-dir", str(report)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()  # ready: a batch came back
+        assert line.startswith("["), line
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        workers = [p for p in _children(proc.pid)
+                   if Path(f"/proc/{p}/cmdline").read_bytes() == cmdline]
+        assert len(workers) == 2, workers
+        os.kill(workers[0], signal.SIGKILL)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 3, err
+        assert f"worker process {workers[0]} died" in err
+        assert 'class="incomplete"' in (report / "index.html").read_text(encoding="utf-8")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    give_up = time.monotonic() + 30
+    while time.monotonic() < give_up:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("a worker outlived the suite")
