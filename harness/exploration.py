@@ -109,7 +109,7 @@ def explore(
     try:
         # One freezer for the whole search (starting freezegun costs more than a schedule);
         # each run moves it to its own virtual time. Real runtimes keep real time.
-        with seed_only(), _suite_freezer(adapter):
+        with seed_only(), _composites_checked_once(), _suite_freezer(adapter):
             prop()
     except _OutOfTime:
         found.out_of_time = True
@@ -124,6 +124,40 @@ def explore(
         found.shrunk.append(final)
     found.wall_time = wall() - started
     return found
+
+
+@contextmanager
+def _composites_checked_once() -> Iterator[None]:
+    """Hypothesis reads and parses the source of every `@st.composite` function it wraps, to
+    warn when its `draw` goes unused; the generator defines its composites inside each draw,
+    so that happened for every schedule (about a sixth of generating one, measured). Same
+    code, same answer: it is asked once per code object. The data drawn do not change.
+    Nothing changes if this Hypothesis has no such check (the patch is guarded)."""
+    try:
+        from hypothesis.strategies._internal import core
+    except ImportError:  # pragma: no cover - another Hypothesis
+        yield
+        return
+    original: Any = getattr(core, "is_first_param_referenced_in_function", None)
+    if original is None:  # pragma: no cover - another Hypothesis
+        yield
+        return
+    answers: dict[Any, bool] = {}
+
+    def once(f: Any) -> bool:
+        code = getattr(f, "__code__", None)
+        if code is None:
+            return bool(original(f))
+        if code not in answers:
+            answers[code] = bool(original(f))
+        return answers[code]
+
+    name = "is_first_param_referenced_in_function"
+    setattr(core, name, once)
+    try:
+        yield
+    finally:
+        setattr(core, name, original)
 
 
 @contextmanager

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -243,3 +244,35 @@ def test_a_killed_worker_ends_the_suite_unjudged_instead_of_hanging(tmp_path: Pa
         time.sleep(0.1)
     else:
         pytest.fail("a worker outlived the suite")
+
+
+def test_hypothesis_reads_each_composite_source_once_and_draws_the_same_schedules(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Generation defines its `@st.composite` functions inside every draw, and Hypothesis
+    parsed their source each time (a sixth of generating a schedule): explore asks once per
+    code object, and the schedules drawn are the same as without it."""
+    from contextlib import nullcontext
+
+    from hypothesis.strategies._internal import core
+
+    from harness import exploration
+    from harness.run import RunOptions
+
+    adapter = load_adapter("reference")
+    options = RunOptions(report_dir=None, save_history=False)
+    calls: Counter[object] = Counter()
+    original = core.is_first_param_referenced_in_function
+
+    def counting(f: object) -> bool:
+        calls[getattr(f, "__code__", f)] += 1
+        return bool(original(f))
+
+    monkeypatch.setattr(core, "is_first_param_referenced_in_function", counting)
+    cached = exploration.explore(adapter, 15, 3, options, invariant="(none)")
+    assert calls and max(calls.values()) == 1, calls
+    assert core.is_first_param_referenced_in_function is counting  # put back afterwards
+
+    monkeypatch.setattr(exploration, "_composites_checked_once", nullcontext)
+    plain = exploration.explore(adapter, 15, 3, options, invariant="(none)")
+    assert max(calls.values()) > 1
+    assert [r.schedule_toml for r in cached.runs] == [r.schedule_toml for r in plain.runs]
