@@ -20,6 +20,12 @@ nothing (`--control`).
     python benchmarks/bug_finding.py [--seeds 0 1 2 3 4] [--count 200] [--bug NAME ...]
                                      [--size 2,5,5,2] [--control] [--jobs 2] [--json]
     python benchmarks/bug_finding.py --quick   # the test's configuration: seed 0, 150, 2,5,5,2
+    python benchmarks/bug_finding.py --budget  # `durable-chaos run`'s default budget
+
+`--budget` measures what a user's plain `durable-chaos run --seed S` finds: the scenario files
+of `scenarios/` (in order, seed-independent), then 100 generated schedules of seed S at the
+default size. Per bug and seed it reports which scenario files catch the bug's invariant, and
+the generated exploration as above; the bug counts as found when either does.
 
 Wall time comes from `harness.runner.wall` (the real perf_counter, out of freezegun's reach).
 The machines are shared: timings are noisy, counts and lengths are exact (deterministic).
@@ -78,6 +84,111 @@ def hunt(adapter: Adapter, invariant: str | None, seed: int, count: int,
                    failing=failing,
                    also=[c for c in failing if c != invariant])
     return row
+
+
+SCENARIOS = ROOT / "scenarios"
+BUDGET = 100  # generated schedules of `durable-chaos run` by default
+
+
+def scenario_hits(adapter: Adapter, invariant: str | None) -> tuple[list[str], float]:
+    """The scenario files whose run fails `invariant` (any, for None), and the wall seconds
+    spent until the first of them (all of them if none fails)."""
+    from harness.runner import run_schedule
+    from harness.schedules.scenario_file import load_scenario
+
+    hits: list[str] = []
+    first: float | None = None
+    started = wall()
+    with wall_clock_follows(VirtualClock()):
+        for path in sorted(SCENARIOS.glob("*.toml")):
+            outcome = run_schedule(adapter, load_scenario(path),
+                                   RunOptions(report_dir=None, save_history=False))
+            if any(r.valid is False and (invariant is None or r.checker == invariant)
+                   for r in outcome.results):
+                hits.append(path.stem)
+                if first is None:
+                    first = wall() - started
+    return hits, first if first is not None else wall() - started
+
+
+def _budget_job(job: tuple[str, int]) -> tuple[str, dict[str, Any]]:
+    name, seed = job
+    if name == "reference":
+        adapter, invariant = load_adapter("reference"), None
+    else:
+        module = planted.load(name)
+        adapter, invariant = module.ADAPTER, module.INVARIANT
+    hits, scenario_s = scenario_hits(adapter, invariant)
+    row = hunt(adapter, invariant, seed, BUDGET, None)
+    row.update(scenarios=hits, scenario_s=scenario_s, generated=row["found"],
+               found=row["found"] or bool(hits))
+    return name, row
+
+
+class _Inline:
+    """`ProcessPoolExecutor`'s `map` in this process (for --jobs 1)."""
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def map(self, fn: Any, items: Any) -> Any:
+        return map(fn, items)
+
+
+def budget(seeds: tuple[int, ...] = DEFAULT_SEEDS, bugs: tuple[str, ...] = planted.MODULES,
+           control: bool = True, jobs: int = 1) -> dict[str, Any]:
+    """The default budget of `durable-chaos run` per bug and seed (see the module doc)."""
+    names = (*bugs, "reference") if control else bugs
+    work = [(name, seed) for name in names for seed in seeds]
+    done: list[tuple[str, dict[str, Any]]] = []
+    with ProcessPoolExecutor(jobs) if jobs > 1 else _Inline() as pool:
+        for name, row in pool.map(_budget_job, work):
+            done.append((name, row))
+            # Progress on stderr, one line per bug and seed: a long run shows where it is.
+            print(json.dumps({"bug": name, **row}), file=sys.stderr, flush=True)
+    per: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for name, row in done:
+        per[name].append(row)
+    bugs_out = {}
+    for name, rows in per.items():
+        gen = [r for r in rows if r["generated"]]
+        bugs_out[name] = {
+            "invariant": None if name == "reference" else planted.load(name).INVARIANT,
+            "found": f"{sum(1 for r in rows if r['found'])} of {len(rows)}",
+            "generated": f"{len(gen)} of {len(rows)}",
+            "scenarios": rows[0]["scenarios"] if rows else [],
+            "schedules": _spread([r["schedules"] for r in gen]),
+            "detect_s": _spread([r["detect_s"] for r in gen]),
+            "steps": _spread([r["steps"] for r in gen]),
+            "runs": rows,
+        }
+    return {"seeds": list(seeds), "count": BUDGET, "size": asdict(Size()), "budget": True,
+            "bugs": bugs_out}
+
+
+def budget_table(result: dict[str, Any]) -> str:
+    head = ("bug", "invariant", "found", "by generated", "schedules", "detect s",
+            "shrunk steps", "scenario files that catch it")
+    lines = [head]
+    for name, fig in result["bugs"].items():
+        gen = [r for r in fig["runs"] if r["generated"]]
+        lines.append((name, fig["invariant"] or "(control: none)", fig["found"],
+                      fig["generated"], _fmt(_spread([r["schedules"] for r in gen])),
+                      _fmt(_spread([r["detect_s"] for r in gen]), 1),
+                      _fmt(_spread([r["steps"] for r in gen])),
+                      ", ".join(s.split("-", 1)[0] for s in fig["scenarios"]) or "-"))
+    widths = [max(len(str(row[i])) for row in lines) for i in range(len(head))]
+    out = [f"default budget: the scenario files, then {result['count']} generated schedules "
+           f"per seed {result['seeds']} at {result['size']}; median (min-max) over the seeds "
+           "whose generated schedules found the bug"]
+    for i, row in enumerate(lines):
+        out.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+        if i == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
 
 
 def _job(job: tuple[str, int, int, Size | None]) -> tuple[str, dict[str, Any]]:
@@ -174,7 +285,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--quick", action="store_true",
                         help="the configuration of tests/test_planted_bugs.py only")
+    parser.add_argument("--budget", action="store_true",
+                        help="the default budget of `durable-chaos run`: scenario files, "
+                             f"then {BUDGET} generated schedules per seed")
     args = parser.parse_args(argv)
+    if args.budget:
+        found = budget(tuple(args.seeds), tuple(args.bug or planted.MODULES),
+                       control=args.control, jobs=args.jobs)
+        print(json.dumps(found, indent=2) if args.json else budget_table(found))
+        return 0
     result = measure(quick=args.quick, seeds=tuple(args.seeds), count=args.count,
                      bugs=tuple(args.bug or planted.MODULES), control=args.control,
                      jobs=args.jobs,

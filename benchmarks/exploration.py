@@ -11,16 +11,22 @@ Both run inside one ``wall_clock_follows`` scope, as ``run_suite`` does (startin
 costs more than a schedule, so the suite starts it once).
 
     python benchmarks/exploration.py [--schedules 200] [--repeats 5] [--json]
-    python benchmarks/exploration.py --fanout [--schedules 600] [--ray] [--json]
-
-(c) ``--fanout``: the fan-out of ``durable-chaos run`` (harness.fanout) with 1 and 2 worker
-    processes (and, with ``--ray``, a local Ray instance with 2 workers): generated schedules
-    per second including worker start-up, and the time to the first failure of each planted
-    bug (seed 0, merged in batch order, before shrinking).
+    python benchmarks/exploration.py --reach [--schedules 1000] [--seeds 1 2 3] [--adapter A]
+    python benchmarks/exploration.py --fanout [--schedules 600] [--ray]
     python -m cProfile -s cumtime benchmarks/exploration.py --schedules 300 --repeats 1
+
+``--fanout``: the fan-out of ``durable-chaos run`` (harness.fanout) with 1 and 2 worker
+processes (and, with ``--ray``, a local Ray instance with 2 workers): generated schedules per
+second including worker start-up, and the time to the first failure of each planted bug
+(seed 0, merged in batch order, before shrinking).
 
 Wall time comes from ``harness.runner.wall`` (the real perf_counter, out of freezegun's
 reach). Timing lives here, never in tests (the machines are shared and noisy).
+
+``--reach`` measures what exploration reaches instead of how fast: per invariant, the share
+of generated schedules (default size, ``Size()``, as ``durable-chaos run`` uses) whose run
+reached the invariant's window (``Result.reached``), and every run that failed an invariant
+(on the reference, each one is a false positive of a checker or a bug of the reference).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ _cpu = time.process_time
 SIZE = Size(sessions=3, turns=10, faults=5)
 
 
-def generate(count: int, seed: int = 1) -> list[Schedule]:
+def generate(count: int, seed: int = 1, size: Size = SIZE) -> list[Schedule]:
     """``count`` schedules from the same strategy ``explore`` uses (deterministic for a seed)."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hyp_seed
@@ -52,7 +58,7 @@ def generate(count: int, seed: int = 1) -> list[Schedule]:
     @settings(max_examples=count, database=None, deadline=None, phases=(Phase.generate,),
               suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
     @hyp_seed(seed)
-    @given(schedules(SIZE))
+    @given(schedules(size))
     def collect(schedule: Schedule) -> None:
         out.append(schedule)
 
@@ -187,6 +193,38 @@ def measure_fanout(count: int, ray: bool) -> dict[str, Any]:
     return out
 
 
+def reach(count: int, seeds: list[int], adapter_name: str = "reference") -> dict[str, Any]:
+    """Per invariant, how many of ``count`` generated schedules per seed reached its window;
+    and the failing runs (invariant, schedule) to look at."""
+    from harness.checkers import ALL
+    from harness.schedules.generate import seed_only
+
+    adapter = load_adapter(adapter_name)
+    options = RunOptions(report_dir=None, save_history=False)
+    reached = {c.name: 0 for c in ALL}
+    failures: list[dict[str, Any]] = []
+    errors: list[str] = []
+    total = 0
+    start = wall()
+    with seed_only(), wall_clock_follows(VirtualClock()):
+        for seed in seeds:
+            for schedule in generate(count, seed, Size()):
+                outcome = run_schedule(adapter, schedule, options)
+                total += 1
+                if outcome.error:
+                    errors.append(f"{schedule.name}: {outcome.error}")
+                for result in outcome.results:
+                    if result.reached and result.valid is not None:
+                        reached[result.checker] += 1
+                    if result.valid is False:
+                        failures.append({"seed": seed, "invariant": result.checker,
+                                         "witness": result.witness(1),
+                                         "schedule": outcome.schedule_toml})
+    return {"adapter": adapter_name, "schedules": total, "seeds": seeds,
+            "reached": reached, "share": {k: v / total for k, v in reached.items()},
+            "failures": failures, "errors": errors, "wall_s": wall() - start}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--schedules", type=int, default=200)
@@ -194,9 +232,27 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--fanout", action="store_true")
     parser.add_argument("--ray", action="store_true")
+    parser.add_argument("--reach", action="store_true",
+                        help="measure the share of schedules reaching each window")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--adapter", default="reference")
     args = parser.parse_args()
     if args.fanout:
         print(json.dumps(measure_fanout(args.schedules, args.ray), indent=2))
+        return
+    if args.reach:
+        found = reach(args.schedules, args.seeds, args.adapter)
+        if args.json:
+            print(json.dumps(found, indent=2))
+            return
+        print(f"{found['adapter']}: {found['schedules']} schedules, seeds {found['seeds']}, "
+              f"{found['wall_s']:.0f} s")
+        for name, count in found["reached"].items():
+            print(f"  {name:24} {count:5} reached ({100 * found['share'][name]:.0f}%)")
+        print(f"  {len(found['failures'])} failing results, {len(found['errors'])} errors")
+        for failure in found["failures"][:10]:
+            print(f"--- seed {failure['seed']} {failure['invariant']}: {failure['witness']}")
+            print(failure["schedule"])
         return
     out = measure(args.schedules, args.repeats)
     if args.json:

@@ -71,11 +71,20 @@ class WorldState:
     tools: dict[str, ToolSpec] = field(default_factory=lambda: dict(DEFAULT_TOOLS))
 
     def deliver(
-        self, effect: str, key: str, logical: str, response: Any, **fields: Any
+        self, effect: str, key: str | None, logical: str, response: Any, **fields: Any
     ) -> tuple[bool, Any]:
-        """Deliver an effect once per key: a retry with a delivered key is a no-op."""
+        """Deliver an effect once per key: a retry with a delivered key is a no-op.
+
+        A request without a key (None or "") is delivered every time: like a real provider,
+        the world cannot tell a keyless retry from a new request, and treating "no key" as one
+        shared key would hide every keyless duplicate (and merge unrelated ones).
+        """
+        key = key or None
         data = {"effect": effect, "logical": logical}
         self.history.add("effect.attempted", key=key, data=dict(data), **fields)
+        if key is None:
+            self.history.add("effect.delivered", key=None, data=data, **fields)
+            return True, response
         if key in self.delivered:
             self.history.add("effect.deduplicated", key=key, data=dict(data), **fields)
             return False, self.delivered[key]

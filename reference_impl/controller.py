@@ -199,8 +199,9 @@ class _Decision:
         waiting = self.state.waiting_turn
         assert waiting is not None
         tc = waiting.tool_call
-        self.emit("tool.result", f"tool.result:{tc}:{outcome}", turn=waiting.turn,
-                  tool_call=tc, outcome=outcome)
+        # The result itself is reported by the next turn when it writes it to the log: an
+        # answer's re-run may be writing its own result meanwhile, and the first committed
+        # one is the call's only final result.
         self.emit("turn.ended", f"turn.ended:{waiting.turn}", turn=waiting.turn,
                   reason=reason, tool_call=tc)
         closed = {"turn": waiting.turn, "tool_call": tc, "outcome": outcome,

@@ -31,6 +31,7 @@ __all__ = [
     "CONTROLLER_TURN_DONE",
     "CONTROLLER_TURN_WAITING",
     "DO_TURN",
+    "NOT_FINAL",
     "PENDING",
     "PENDING_BACKGROUND",
     "PENDING_END_WAIT",
@@ -201,6 +202,10 @@ async def observe(ctx: Context, ports: Ports, step: str, *events: Event) -> None
 # --------------------------------------------------------------------------- thread log
 
 
+# Tool results that do not end a tool call (its real result still comes).
+NOT_FINAL: Final = frozenset({"background", "held"})
+
+
 class SessionLog:
     """One attempt's handle on a session's thread log (thread id = session id).
 
@@ -246,6 +251,20 @@ class SessionLog:
             self._known = await self._log.entries()
             self._ids = {str(e.payload["id"]): e for e in self._known if "id" in e.payload}
         return self._known
+
+    async def final_result(self, tool_call: str) -> str | None:
+        """The outcome of the committed result that ended `tool_call`, if one did.
+
+        A placeholder (the call went to the background) and a hold end nothing: the real
+        result still comes. Safe to read before an append for the same reason as
+        `append_once`: only the owner writes.
+        """
+        for entry in await self._committed():
+            payload = entry.payload
+            if (entry.kind == "tool_result" and payload.get("tool_call") == tool_call
+                    and payload.get("outcome") not in NOT_FINAL):
+                return str(payload.get("outcome"))
+        return None
 
     async def append_once(
         self, entry_id: str, kind: str, payload: Mapping[str, Any]

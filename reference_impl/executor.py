@@ -26,6 +26,7 @@ from typing import Any, Literal
 from reference_impl import faultpoints
 from reference_impl.binding import JSON, Context, TerminalError
 from reference_impl.effects import (
+    NOT_FINAL,
     PENDING_END_WAIT,
     PENDING_REGISTER,
     PENDING_START_TOOL_WAIT,
@@ -243,16 +244,27 @@ async def run_tool(
 async def record_result(
     ctx: Context, ports: Ports, log: SessionLog, call: ToolCall, outcome: str, result: JSON,
     *, close_card: bool, background: bool = False, emit: bool = True,
+    first_wins: bool = False,
 ) -> None:
     """Write the tool result to the thread log (once), close the card, report it.
 
     `background` marks the real result of a call sent to the background: the turn already
     has a placeholder for it, so the transcript skips this entry (the result reaches the model
-    as a new message instead).
+    as a new message instead). `first_wins`: write nothing if another final result of the call
+    is already committed (for the writers that race across objects).
     """
     tc = call.tool_call
 
     async def write() -> None:
+        if first_wins and outcome not in NOT_FINAL:
+            ended = await log.final_result(tc)
+            if ended is not None and ended != outcome:
+                # The call already ended another way: a new message (or a cancel) ended its
+                # turn while an answer's re-run was under way. The controller and
+                # PendingToolCall decide apart, so the log decides: one final result per
+                # tool call, the first committed. The effect, if any, still reaches the
+                # agent through toolFinished, as a new message.
+                return
         await log.append_once(f"result:{tc}:{outcome}", "tool_result", {
             "turn": call.turn, "tool_call": tc, "tool": call.tool, "outcome": outcome,
             "result": result, "background": background,

@@ -167,7 +167,7 @@ def build_pending_service(ports: Ports, version: str) -> Service:
             schedule_expiry(ctx, confirm, now)
             return {"status": "held"}
         await record_result(ctx, ports, log, call, applied.outcome, applied.result,
-                            close_card=True, background=background)
+                            close_card=True, background=background, first_wins=True)
         _save(ctx, replace(row, phase="done", answer=decision))
         ctx.object_send(CONTROLLER_TOOL_FINISHED, call.session,
                         tool_finished(call, applied.outcome, applied.result,

@@ -89,7 +89,7 @@ def build_turn_service(ports: Ports, *, accepts_pending_result: bool = True) -> 
             call = ToolCall(session, str(closed["turn"]), str(closed["tool_call"]),
                             str(closed.get("tool", "")))
             await record_result(ctx, ports, log, call, str(closed["outcome"]),
-                                closed.get("result"), close_card=False, emit=False)
+                                closed.get("result"), close_card=False, first_wins=True)
         message = arg.get("message")
         if message is not None:
             async def write_message() -> None:

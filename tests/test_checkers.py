@@ -114,7 +114,7 @@ def test_a_checker_given_garbage_returns_unknown_instead_of_raising() -> None:
 # ---------------------------------------------------------------- no-duplicate-effects
 
 
-def _effect(h: History, kind: str, t: float, key: str, logical: str,
+def _effect(h: History, kind: str, t: float, key: str | None, logical: str,
             effect: str = "email", tool_call: str | None = "tc1") -> Record:
     return ev(h, kind, t, {"effect": effect, "logical": logical}, key=key, session="s1",
               turn="T1", tool_call=tool_call)
@@ -155,6 +155,33 @@ def test_effects_same_logical_id_of_different_effect_kinds_do_not_collide() -> N
     h = History()
     _effect(h, "effect.delivered", 1, "k1", "x", effect="email")
     _effect(h, "effect.delivered", 2, "k2", "x", effect="charge")
+    passing(NoDuplicateEffects().check(h, CONFIG))
+
+
+def test_effects_two_keyless_deliveries_of_one_tool_call_say_so() -> None:
+    """No key is not a key called None: two keyless sends are a duplicate, said plainly."""
+    h = History()
+    first = _effect(h, "effect.delivered", 1, None, "tc1")
+    second = _effect(h, "effect.delivered", 3, None, "tc1")
+    result = NoDuplicateEffects().check(h, CONFIG)
+    witness = failing(result)
+    assert "email tc1 was delivered twice without an idempotency key" in witness
+    assert "None" not in witness.split(":")[0]
+    assert result.violations[0].records == (first.index, second.index)
+
+
+def test_effects_keyed_then_keyless_delivery_names_both() -> None:
+    h = History()
+    _effect(h, "effect.delivered", 1, "k1", "tc1")
+    _effect(h, "effect.delivered", 3, "", "tc1")
+    witness = failing(NoDuplicateEffects().check(h, CONFIG))
+    assert "once under idempotency key k1 and once without a key" in witness
+
+
+def test_effects_keyless_deliveries_of_different_calls_are_not_one_key() -> None:
+    h = History()
+    _effect(h, "effect.delivered", 1, None, "tc1")
+    _effect(h, "effect.delivered", 2, None, "tc2")
     passing(NoDuplicateEffects().check(h, CONFIG))
 
 
@@ -290,6 +317,53 @@ def test_pinning_paused_invocation_keeps_deployment_alive() -> None:
     assert paused.index in result.violations[0].records
 
 
+def test_pinning_drained_while_still_pinned_is_a_violation() -> None:
+    """Superseded and "drained" at the same instant, yet an invocation stays pinned to it:
+    the drain is not taken at its word."""
+    h = History()
+    _deploy(h, 0, "dep1", "v1")
+    _start(h, 0, "inv7", "dep1", target="doTurn/run", key=None)
+    ev(h, "invocation.suspended", 10, invocation="inv7", deployment="dep1")
+    _deploy(h, 100, "dep2", "v2", prev="dep1")
+    drained = ev(h, "deployment.drained", 100, deployment="dep1")
+    ev(h, "invocation.resumed", 250, invocation="inv7", deployment="dep1")
+    ev(h, "invocation.completed", 260, {"target": "doTurn/run"}, "ok", invocation="inv7",
+       deployment="dep1")
+    ev(h, "run.end", DAY)
+    result = PinningBound().check(h, CONFIG)
+    witness = failing(result)
+    assert ("deployment dep1 (v1) was recorded drained at t=100s while invocation inv7 "
+            "doTurn/run was still pinned to it (since t=0s, until t=4.3m)") in witness
+    assert drained.index in result.violations[0].records
+
+
+def test_pinning_retired_while_still_pinned_is_a_violation() -> None:
+    h = History()
+    _deploy(h, 0, "dep1", "v1")
+    _start(h, 0, "inv7", "dep1")
+    _deploy(h, 100, "dep2", "v2", prev="dep1")
+    ev(h, "deployment.retired", 120, deployment="dep1")
+    ev(h, "run.end", DAY)
+    witness = failing(PinningBound().check(h, CONFIG))
+    assert "was recorded retired at t=2.0m while invocation inv7" in witness
+    assert "until the run ended" in witness
+
+
+def test_pinning_drained_when_the_last_pin_ends_passes() -> None:
+    """The drain recorded at the completion (or a repin) that released it is honest."""
+    h = History()
+    _deploy(h, 0, "dep1", "v1")
+    _start(h, 0, "inv1", "dep1")
+    _start(h, 0, "inv2", "dep1")
+    _deploy(h, 100, "dep2", "v2", prev="dep1")
+    ev(h, "deployment.drained", 150, deployment="dep1")  # a real engine's poll, a bit early
+    ev(h, "invocation.repinned", 150, invocation="inv2", deployment="dep2")
+    ev(h, "invocation.completed", 180, {"target": "Controller/onMessage"}, "ok",
+       invocation="inv1", deployment="dep1")
+    ev(h, "run.end", DAY)
+    passing(PinningBound().check(h, CONFIG))
+
+
 def test_pinning_not_reached_without_a_pinned_redeploy_or_a_long_wait() -> None:
     h = History()
     _deploy(h, 0, "dep1", "v1")
@@ -360,6 +434,27 @@ def test_busy_new_message_queued_behind_a_waiting_turn_is_a_violation() -> None:
     assert "the new message m2 was queued at t=8.3m behind turn T1" in witness
     assert len(result.violations) == 1
     assert result.violations[0].records == (waiting.index, queued.index)
+
+
+def test_busy_message_queued_as_the_turn_hands_off_is_fine_if_the_controller_moves_on() -> None:
+    """The turn reports its wait before the controller hears of it: a message queued in that
+    instant is fine when the controller then resumes (an answer came first) or ends the turn
+    at once; it is a violation when it stays queued behind the wait."""
+    for moved_on, late in (("turn.resumed", 0.0), ("turn.ended", 0.0), (None, 0.0),
+                           ("turn.ended", 2 * HOUR)):
+        h = History()
+        ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
+        ob(h, "turn.waiting", 300, "e2", session="s1", turn="T1", tool_call="tc1")
+        ev(h, "op.message", 300, {"message_id": "m2"}, type="invoke", session="s1")
+        ob(h, "message.queued", 300, "e4", {"message": "m2"}, session="s1")
+        if moved_on is not None:
+            ob(h, moved_on, 300 + late, "e5", {"outcome": "denied", "reason": "steered"},
+               session="s1", turn="T1", tool_call="tc1")
+        result = BusyRule().check(h, CONFIG)
+        if moved_on is not None and not late:
+            passing(result)
+        else:
+            assert "the new message m2 was queued at t=5.0m behind turn T1" in failing(result)
 
 
 def test_busy_repeated_observations_are_not_new_turns() -> None:
@@ -584,6 +679,109 @@ def test_turns_hold_restarts_the_wait_for_confirmation() -> None:
        tool_call="tc1")
     _resume(h, 10 * DAY, "r1", outcome="expired")
     passing(TurnOutcome().check(h, CONFIG))
+
+
+def _result(h: History, t: float, outcome: str, tc: str = "tc1", turn: str = "T1") -> Record:
+    return ob(h, "tool.result", t, f"tool.result:{tc}:{outcome}", {"outcome": outcome},
+              session="s1", turn=turn, tool_call=tc)
+
+
+def _logged(h: History, t: float, outcome: str, tc: str = "tc1") -> Record:
+    return ob(h, "threadlog.appended", t, f"app:{tc}:{outcome}",
+              {"entry": f"result:{tc}:{outcome}", "entry_kind": "tool_result", "seq": 1},
+              session="s1", epoch=1)
+
+
+def test_turns_answered_then_expired_is_two_final_outcomes() -> None:
+    """The expiry timer of an answered hand-off fires on day 8: a second result for the same
+    tool call, even though the controller ignores it and no turn record doubles."""
+    h = History()
+    _wait(h)
+    answered = _result(h, 2 * DAY, "answered")
+    _logged(h, 2 * DAY, "answered")
+    _resume(h, 2 * DAY, "r1")
+    expired = _result(h, 8 * DAY, "expired")
+    logged = _logged(h, 8 * DAY, "expired")
+    ev(h, "run.end", 10 * DAY)
+    result = TurnOutcome().check(h, CONFIG)
+    witness = failing(result)
+    assert ("tool call tc1 of turn T1 ended 2 times, it may end once: answered at t=2.00d; "
+            "expired at t=8.00d; the thread log holds 2 results for it: "
+            "result:tc1:answered, result:tc1:expired") in witness
+    assert {answered.index, expired.index, logged.index} <= set(result.violations[0].records)
+    assert result.stats["doubled_outcomes"] == 1
+
+
+def test_turns_two_results_in_the_committed_log_alone_are_a_violation() -> None:
+    """A runtime that reports nothing but its log: the committed log is judged on its own."""
+    h = History()
+    for seq, outcome in ((3, "answered"), (7, "expired")):
+        ev(h, "threadlog.committed", 10 * DAY, {"seq": seq, "kind": "tool_result",
+                                               "entry": f"result:s1.turn1.t1:{outcome}"},
+           session="s1", epoch=1)
+    witness = failing(TurnOutcome().check(h, CONFIG))
+    assert "tool call s1.turn1.t1" in witness
+    assert "result:s1.turn1.t1:answered, result:s1.turn1.t1:expired" in witness
+
+
+def test_turns_placeholder_and_hold_are_not_final_outcomes() -> None:
+    """Background: a placeholder, then the real result; a hold, then the confirmed result."""
+    h = History()
+    _wait(h)
+    for t, outcome in ((DAY, "background"), (DAY, "held"), (2 * DAY, "answered")):
+        _result(h, t, outcome)
+        _logged(h, t, outcome)
+    _result(h, 2 * DAY + 1, "answered")  # repeated observation of the same result
+    ev(h, "run.end", 3 * DAY)
+    passing(TurnOutcome().check(h, CONFIG))
+
+
+def test_turns_answer_applied_after_max_wait_is_a_violation() -> None:
+    """Judged from the card, whether the runtime waited in-call (no `turn.waiting` at all)
+    or as state; faults do not excuse it."""
+    h = History()
+    ob(h, "tool.awaiting", HOUR, "aw1", {"tool": "send_email"}, session="s1", turn="T1",
+       tool_call="tc1")
+    ev(h, "fault.crash", 5 * DAY, type="info", host="dep1.h1")
+    ev(h, "host.restarted", 9 * DAY, host="dep1.h1")
+    late = _result(h, HOUR + 8 * DAY + 2 * MIN, "answered")
+    result = TurnOutcome().check(h, CONFIG)
+    witness = failing(result)
+    assert ("tool call tc1 of turn T1 was answered at t=8.04d, 8.00d after its card was "
+            "shown at t=60.0m: an answer applied after max_wait") in witness
+    assert result.violations[0].records == (late.index,)
+    assert result.reached and result.stats["late_answers"] == 1
+
+
+def test_turns_answer_within_max_wait_of_the_latest_card_passes() -> None:
+    h = History()
+    ob(h, "tool.awaiting", 0, "aw1", {"tool": "send_email"}, session="s1", turn="T1",
+       tool_call="tc1")
+    _result(h, 8 * DAY + 30, "denied")  # within the tolerance
+    ob(h, "tool.awaiting", 0, "aw2", {"tool": "send_email"}, session="s1", turn="T2",
+       tool_call="tc2")
+    ob(h, "turn.held", 5 * DAY, "held2", session="s1", turn="T2", tool_call="tc2")
+    _result(h, 12 * DAY, "answered", tc="tc2", turn="T2")  # 7 days after the confirm card
+    passing(TurnOutcome().check(h, CONFIG))
+
+
+def test_turns_expiry_counted_from_a_hold_whose_card_a_fault_delayed_passes() -> None:
+    """A hold, then a paused host, then its confirmation card: the runtime counts 8 days from
+    the hold, and that is on time, not early."""
+    h = History()
+    _wait(h)
+    ob(h, "turn.held", HOUR, "held1", session="s1", turn="T1", tool_call="tc1")
+    ob(h, "tool.awaiting", HOUR + 135, "aw2", {"tool": "send_email"}, session="s1",
+       turn="T1", tool_call="tc1")
+    _result(h, HOUR + 8 * DAY, "expired")
+    _resume(h, HOUR + 8 * DAY, "r1", outcome="expired")
+    passing(TurnOutcome().check(h, CONFIG))
+    h2 = History()
+    _wait(h2)
+    ob(h2, "tool.awaiting", HOUR + 135, "aw2", {"tool": "send_email"}, session="s1",
+       turn="T1", tool_call="tc1")
+    _result(h2, HOUR + 8 * DAY, "expired")
+    assert "only 8.00d after" in failing(TurnOutcome().check(h2, CONFIG))
 
 
 def test_turns_not_reached_without_a_wait() -> None:

@@ -13,9 +13,10 @@ The control: the unmodified `reference` adapter, explored with the same seed, co
 generator, shows no violation of any invariant. Everything runs on the deterministic
 simulator: same seed, same schedules, same verdicts.
 
-The generator is bounded to `SIZE` (2 sessions, up to 5 messages, up to 5 faults): small
-schedules run and shrink fast, and every planted bug is still reached. How fast each bug is
-found over many seeds, at the default size too, is measured by `benchmarks/bug_finding.py`.
+The generator is bounded to `SIZE` (2 sessions, up to 5 messages, up to 5 faults, up to 5
+windows): small schedules run and shrink fast, and every planted bug is still reached. How
+fast each bug is found over many seeds, at the default size too, is measured by
+`benchmarks/bug_finding.py`.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from harness.outcome import RunOutcome
 from harness.runner import Exploration, RunOptions, explore, run_schedule
 from harness.schedules.generate import Size, schedules
 from harness.schedules.model import Schedule
-from harness.schedules.scenario_file import parse_scenario
+from harness.schedules.scenario_file import load_scenario, parse_scenario
 from reference_impl import effects, executor
 from tests import planted
 from tests.planted._plant import variant
@@ -56,10 +57,19 @@ MAX_STEPS = 4
 STEP_BOUND = {"pinning_minutes": 1, "expiry_not_scheduled": 1, "busy_ignores_waiting": 3,
               "queue_in_memory": 3, "unfenced_append": 3}
 
+# What the violation of each bug says: the rule that catches it, not just its invariant (two
+# rules of turn-outcome, say, would both fail turn-outcome).
+WITNESS = {
+    "expiry_after_answer": "it may end once",
+    "background_never_expires": "an answer applied after max_wait",
+    "drained_at_face_value": "was recorded drained",
+    "keyless_model_call": "twice without an idempotency key",
+}
+
 # The planted bugs tested here: one per invariant at least. duplicate_email is left to the
-# benchmark: the reference holds a turn whenever an email step runs again, so the fresh id
-# only matters when a person confirms a held email that had been sent, about 1 schedule in
-# 150 at this size.
+# benchmark and to its scenario file (below): the fresh id only matters when a person
+# confirms a held email that had been sent, a window the generator's recovery template opens
+# (found within 114 schedules at this size), slower than the others.
 BUGS: tuple[str, ...] = tuple(name for name in planted.MODULES if name != "duplicate_email")
 
 
@@ -117,6 +127,7 @@ def test_exploration_finds_and_shrinks_the_planted_bug(name: str, control: Explo
     assert bug.INVARIANT in _failing(replayed), minimal.schedule_toml
     witness = next(r for r in replayed.results if r.checker == bug.INVARIANT)
     assert witness.violations and witness.violations[0].records
+    assert WITNESS.get(name, "") in witness.witness(limit=50), witness.witness(limit=50)
 
     # The violation is the bug's: the reference passes the same schedule.
     control = run_schedule(load_adapter("reference"), schedule, OPTIONS)
@@ -193,3 +204,55 @@ def test_hypothesis_keeps_real_time_under_the_virtual_wall_clock() -> None:
         before = probe["now"]()  # type: ignore[operator]
         clock.jump(9 * 86400.0)
         assert probe["now"]() - before < 60.0  # type: ignore[operator]
+
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+# The windows scenario files open on purpose (16-21) and what each design makes of them: the
+# reference passes all; the naive variant waits in-call, so every card that waits longer than
+# the hand-off pins its deployment, and nothing else breaks.
+NEW_SCENARIOS = {
+    "16-background-result-while-another-turn-waits": {"pinning-bound"},
+    "17-background-result-behind-a-queued-message": {"pinning-bound"},
+    "18-lone-provider-500-after-billed": set(),
+    "19-redeploy-while-pinned-old-retired": {"pinning-bound"},
+    "20-crash-after-email-sent-then-confirm-after-handoff": {"pinning-bound"},
+    "21-late-answer-to-a-background-call": {"pinning-bound"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_SCENARIOS))
+def test_window_scenarios_pass_on_the_reference_and_fail_naive_as_designed(name: str) -> None:
+    schedule = load_scenario(SCENARIOS / f"{name}.toml")
+    assert schedule.description and schedule.expected("pinning-bound") == "pass"
+    assert name.split("-", 1)[1] in (SCENARIOS / "README.md").read_text(encoding="utf-8")
+    reference = run_schedule(load_adapter("reference"), schedule, OPTIONS)
+    assert reference.error is None and not _failing(reference), [
+        r.witness(1) for r in reference.results if r.valid is False]
+    naive = run_schedule(load_adapter("naive"), schedule, OPTIONS)
+    assert naive.error is None
+    assert _failing(naive) == NEW_SCENARIOS[name]
+
+
+# Each planted bug of a narrow window, caught by the scenario file that opens it (the default
+# `durable-chaos run` runs these whatever the seed).
+CAUGHT_BY = {
+    "expiry_after_answer": ("02-answered-after-3-days-across-redeploys", "it may end once"),
+    "background_never_expires": ("21-late-answer-to-a-background-call",
+                                 "an answer applied after max_wait"),
+    "drained_at_face_value": ("19-redeploy-while-pinned-old-retired", "was recorded drained"),
+    "keyless_model_call": ("18-lone-provider-500-after-billed",
+                           "twice without an idempotency key"),
+    "duplicate_email": ("20-crash-after-email-sent-then-confirm-after-handoff",
+                        "was delivered twice"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CAUGHT_BY))
+def test_a_scenario_file_catches_the_planted_bug(name: str) -> None:
+    bug: ModuleType = planted.load(name)
+    scenario, witness = CAUGHT_BY[name]
+    outcome = run_schedule(bug.ADAPTER, load_scenario(SCENARIOS / f"{scenario}.toml"), OPTIONS)
+    assert outcome.error is None
+    result = next(r for r in outcome.results if r.checker == bug.INVARIANT)
+    assert result.valid is False, f"{name} passed {scenario}"
+    assert witness in result.witness(limit=50)

@@ -617,6 +617,13 @@ def test_answer_and_new_message_at_once_the_effect_becomes_a_message() -> None:
     assert one(sim, "turn.started", turn="s1.turn3").data["message"] == \
         f"result:{tc}:answered"
     assert ev(sim, "turn.resumed") == []
+    # One final result for the call, in the log and in what the runtime reports: the first
+    # committed (the new message's), not a second "answered" beside it.
+    results = [e.payload["outcome"] for e in world.store._threads["s1"].entries
+               if e.kind == "tool_result" and e.payload.get("tool_call") == tc]
+    assert results == ["ended_by_message"]
+    assert [r.data["outcome"] for r in ev(sim, "tool.result", tool_call=tc)] == \
+        ["ended_by_message"]
     assert_one_turn_at_a_time(sim, "s1")
     assert idle(sim, "s1")
 

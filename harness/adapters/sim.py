@@ -77,7 +77,7 @@ class SimRuntime:
             for entry in _settled(self.store.read(thread_id)):
                 self.history.add("threadlog.committed", session=thread_id, epoch=entry.epoch,
                                  data={"seq": entry.seq, "owner": entry.owner,
-                                       "kind": entry.kind})
+                                       "kind": entry.kind, "entry": entry.payload.get("id")})
             current = _settled(self.store.current(thread_id))
             if current is not None:
                 self.history.add("threadlog.owner", session=thread_id, epoch=current.epoch,

@@ -9,6 +9,10 @@ Messages that found the session busy (`message.queued`) start their turns in the
 were queued (FIFO). A message that started a turn without being queued is not in the FIFO.
 A person's new message (an `op.message`) is never queued behind a turn that waits on a person
 as state: it ends that turn instead (background results do wait their turn in the FIFO).
+The turn reports `turn.waiting` before its controller hears of it, so a message may be queued
+"behind" a wait the controller did not know of yet; that is fine if the controller then ends
+or resumes the turn within `tolerance` of the queueing, and a violation if the message stays
+queued behind the wait.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ class BusyRule:
         turns = queued = 0
         max_queue = 0
         from_person: set[str] = set()
+        # (session, waiting turn, its turn.waiting, the message.queued) not yet excused.
+        behind: list[tuple[str, str, Record, Record]] = []
         for r in history.records:
             kind = r.kind
             if kind not in _KINDS or not dedup.fresh(r):
@@ -106,12 +112,14 @@ class BusyRule:
                 if turn is not None:
                     s.turns.pop(turn, None)
                     s.waiting.pop(turn, None)
+                    behind = _excuse(behind, sid, turn, r, config.tolerance)
             elif kind == "turn.waiting":
                 if turn is not None and turn in s.turns:
                     s.waiting[turn] = r
             elif kind == "turn.resumed":
                 if turn is not None:
                     s.waiting.pop(turn, None)
+                    behind = _excuse(behind, sid, turn, r, config.tolerance)
             elif kind == "message.queued":
                 message = r.data.get("message")
                 contended = True
@@ -123,18 +131,27 @@ class BusyRule:
                 max_queue = max(max_queue, len(s.queued))
                 if message in from_person and s.turns and len(s.waiting) == len(s.turns):
                     waiting_turn, wait = next(iter(s.waiting.items()))
-                    violations.append(Violation(
-                        f"session {sid}: the new message {message} was queued at "
-                        f"{at(r.time)} behind turn {waiting_turn}, which waits on tool call "
-                        f"{attr(wait, 'tool_call')} as state since {at(wait.time)}, instead "
-                        f"of ending it like a steer: {wait.describe()}; {r.describe()}",
-                        cite((wait, r)),
-                    ))
+                    behind.append((sid, waiting_turn, wait, r))
             elif kind == "message.received" and s.turns:
                 contended = True
+        for sid, waiting_turn, wait, r in behind:
+            violations.append(Violation(
+                f"session {sid}: the new message {r.data.get('message')} was queued at "
+                f"{at(r.time)} behind turn {waiting_turn}, which waits on tool call "
+                f"{attr(wait, 'tool_call')} as state since {at(wait.time)}, instead "
+                f"of ending it like a steer: {wait.describe()}; {r.describe()}",
+                cite((wait, r)),
+            ))
         return verdict(
             self.name, violations, reached=contended or bool(violations),
             note="" if contended else "no message arrived while its session was busy",
             stats={"turns": float(turns), "queued": float(queued),
                    "max_queue": float(max_queue)},
         )
+
+
+def _excuse(behind: list[tuple[str, str, Record, Record]], sid: str, turn: str, r: Record,
+            tolerance: float) -> list[tuple[str, str, Record, Record]]:
+    """Drop the messages queued behind `turn`'s wait if the turn moved on (`r`) in time."""
+    return [b for b in behind
+            if not (b[0] == sid and b[1] == turn and r.time - b[3].time <= tolerance)]

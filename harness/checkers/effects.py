@@ -3,8 +3,9 @@
 Judged on the world's own records, not on what the runtime says it did: `effect.delivered` is
 written by the outbox, the ledger or the model provider on the first delivery for a key. Two
 deliveries under one key mean the world's idempotency failed; two deliveries of one logical
-effect (one tool call, one model step) under different keys mean the runtime re-executed it
-without its key, which is the failure idempotency keys exist to prevent.
+effect (one tool call, one model step) under different keys, or without a key, mean the
+runtime re-executed it without its key, which is the failure idempotency keys exist to
+prevent. A delivery without a key is never deduplicated against another keyless one.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class NoDuplicateEffects:
             if kind != "effect.delivered":
                 continue
             delivered += 1
-            key = attr(r, "key")
+            # No key (None or "") is no key: never the same delivery as another keyless one.
+            key = attr(r, "key") or None
             effect = str(r.data.get("effect", "effect"))
             if key is not None:
                 first = by_key.get(key)
@@ -65,9 +67,8 @@ class NoDuplicateEffects:
                 by_logical[slot] = r
             else:
                 violations.append(Violation(
-                    f"{effect} {logical} was delivered twice under different idempotency keys "
-                    f"({attr(first, 'key')} and {key}): {first.describe()}, then "
-                    f"{r.describe()}",
+                    f"{effect} {logical} was delivered twice {_keys(attr(first, 'key'), key)}: "
+                    f"{first.describe()}, then {r.describe()}",
                     cite((first, r)),
                 ))
         return verdict(
@@ -76,3 +77,12 @@ class NoDuplicateEffects:
             stats={"attempted": attempted, "delivered": delivered,
                    "deduplicated": deduplicated},
         )
+
+
+def _keys(first: str | None, second: str | None) -> str:
+    """How the two deliveries were keyed, in words: a missing key is not a key called None."""
+    if first is None and second is None:
+        return "without an idempotency key"
+    if first is None or second is None:
+        return f"once under idempotency key {first or second} and once without a key"
+    return f"under different idempotency keys ({first} and {second})"

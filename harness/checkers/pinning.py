@@ -12,6 +12,10 @@ Two rules, both against `hand_off_after + tolerance`:
 - every superseded deployment drains within the bound, unless what keeps it is a fault (a
   paused or crashed host, a failing provider) rather than a suspended invocation.
 
+A third rule takes "drained" at its word: a deployment recorded as drained (or retired)
+while an invocation is still pinned to it (its pin lasts past the record by more than the
+tolerance) was cut off from that invocation, which can no longer resume or replay there.
+
 Time during which a host was paused or crashed is not counted against either bound: a
 suspended caller may be waiting on a callee stuck on a paused host, and that is the fault's
 doing, not a wait on a person. All hosts count, not just the deployment's own, because the
@@ -45,7 +49,8 @@ from harness.history import History, Record, fmt_duration
 _KINDS = frozenset(
     {"invocation.created", "invocation.started", "invocation.suspended", "invocation.resumed",
      "invocation.completed", "invocation.paused", "invocation.repinned",
-     "deployment.registered", "deployment.superseded", "deployment.drained"}
+     "deployment.registered", "deployment.superseded", "deployment.drained",
+     "deployment.retired"}
 )
 
 
@@ -80,7 +85,7 @@ class PinningBound:
     name: str = "pinning-bound"
     description: str = (
         "No invocation stays suspended, and no superseded deployment stays pinned, longer "
-        "than the hand-off bound."
+        "than the hand-off bound; no deployment is retired while something is pinned to it."
     )
 
     def check(self, history: History, config: CheckConfig) -> Result:
@@ -93,6 +98,8 @@ class PinningBound:
         drained: dict[str, Record] = {}
         live: dict[str, int] = {}
         pinned_when_superseded = 0
+        # Every record saying a deployment drained or was retired, judged against the pins.
+        retirements: list[Record] = []
         faults = Faults()
 
         def inv_of(r: Record) -> _Invocation | None:
@@ -176,7 +183,10 @@ class PinningBound:
                         pinned_when_superseded += 1
                     if live.get(dep, 0) <= 0:
                         drained.setdefault(dep, r)
+            elif kind == "deployment.retired" and r.deployment is not None:
+                retirements.append(r)
             elif kind == "deployment.drained" and r.deployment is not None:
+                retirements.append(r)
                 first = drained.get(r.deployment)
                 if first is None or r.time < first.time:
                     drained[r.deployment] = r
@@ -293,7 +303,29 @@ class PinningBound:
                 why = "no invocation observed holding it"
             violations.append(Violation(f"{head} (limit {limit}): {why}", cite(evidence)))
 
-        violations += suspended_too_long
+        cut_off: list[Violation] = []
+        for gone in retirements:
+            dep = gone.deployment
+            word = "retired" if gone.kind == "deployment.retired" else "drained"
+            holders = [
+                (inv, pin) for inv in invocations.values() for pin in inv.pins
+                if pin.deployment == dep and pin.since <= gone.time
+                and (pin.until is None or pin.until > gone.time + config.tolerance)
+            ]
+            if not holders:
+                continue
+            inv, pin = holders[0]
+            until = (f"until {at(pin.until)}" if pin.until is not None
+                     else "until the run ended")
+            more = f"; and {len(holders) - 1} more" if len(holders) > 1 else ""
+            cut_off.append(Violation(
+                f"deployment {dep_name(dep)} was recorded {word} at {at(gone.time)} while "
+                f"invocation {target(inv)} was still pinned to it (since {at(pin.since)}, "
+                f"{until}): it was cut off from the deployment it must resume on{more}",
+                cite((gone, pin.start)),
+            ))
+
+        violations = cut_off + violations + suspended_too_long
         reached = (pinned_when_superseded > 0 or max_suspended >= config.hand_off_after
                    or bool(violations))
         return verdict(

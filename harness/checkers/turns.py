@@ -12,6 +12,16 @@ A doubled resume (two distinct `turn.resumed` for one wait, or a resume after th
 already ended) and a lost one (still waiting at the end of the run, past
 `max_wait + tolerance`) are violations.
 
+Every tool call has at most one final outcome (answered, denied, rejected, expired, ended by a
+new message, cancelled, completed; a placeholder for the background and a hold are not final):
+two `tool.result`s with different final outcomes for one tool call, or two such results in
+the committed thread log, are a violation even when the controller ignores the second one
+(the transcript then holds two results and the model sees both). And every card is judged
+from the moment it was shown, whether the runtime waited in-call or as state: an answer
+applied (a result answered, denied or rejected) more than `max_wait + tolerance` after its
+card was shown is a violation. Faults do not excuse it: a deadline that passed while a
+worker was down has passed, and the person was told the request expired.
+
 When the wait started is read generously: the expiry may not come before `max_wait` after
 the card was shown (`tool.awaiting`), and must come by `max_wait` after the hand-off, so both
 readings of "8 days" (from the card, or from the hand-off) pass. A hold (`turn.held`, or
@@ -42,8 +52,15 @@ _KINDS = frozenset(
     {"turn.waiting", "turn.resumed", "turn.ended", "tool.awaiting", "tool.handoff",
      "tool.result", "turn.held"}
 )
-_WANTED = _KINDS | FAULT_KINDS
+_LOG_KINDS = frozenset({"threadlog.appended", "threadlog.committed"})
+_WANTED = _KINDS | FAULT_KINDS | _LOG_KINDS
 _EPSILON = 1e-6
+# Outcomes that do not end a tool call: the turn goes on with a placeholder (the real result
+# still comes), or the person is asked to confirm (a new card, a new wait).
+_NOT_FINAL = frozenset({"background", "held"})
+# Outcomes that mean a person's answer was applied.
+_ANSWERED = frozenset({"answered", "denied", "rejected_access"})
+_RESULT_ENTRY = "result:"
 
 
 @dataclass(slots=True)
@@ -57,7 +74,8 @@ class TurnOutcome:
     name: str = "turn-outcome"
     description: str = (
         "Every turn that waits on a person ends its wait exactly once: answered (the same "
-        "turn resumes), expired after the maximum wait, or ended by a new message."
+        "turn resumes), expired after the maximum wait, or ended by a new message; every "
+        "tool call has one final result, and no answer is applied after the maximum wait."
     )
 
     def check(self, history: History, config: CheckConfig) -> Result:
@@ -66,11 +84,18 @@ class TurnOutcome:
     def _check(self, history: History, config: CheckConfig) -> Result:
         waits: dict[tuple[str, str], _Wait] = {}
         latest_wait: dict[str, str] = {}
-        # tool call -> (time, "card" | "handoff"), in order: a card (or a hold) starts a wait.
+        # tool call -> (time, "card" | "hold" | "handoff"), in order: a card or a hold starts
+        # a wait.
         marks: dict[str, list[tuple[float, str]]] = {}
         ended: dict[str, list[Record]] = {}
         expiries: dict[str, Record] = {}
         early_resumes: dict[tuple[str, str], list[Record]] = {}
+        # tool call -> final outcome -> its first `tool.result`, in order of arrival.
+        finals: dict[str, dict[str, Record]] = {}
+        # tool call -> final outcome -> the thread-log entry holding it (appended / committed).
+        appended: dict[str, dict[str, Record]] = {}
+        committed: dict[str, dict[str, Record]] = {}
+        committed_ids = False
         dedup = Dedup()
         faults = Faults()
         for r in history.records:
@@ -82,11 +107,21 @@ class TurnOutcome:
                 continue
             if not dedup.fresh(r):
                 continue
+            if kind in _LOG_KINDS:
+                entry = r.data.get("entry")
+                if kind == "threadlog.committed" and entry is not None:
+                    committed_ids = True
+                parsed = _result_entry(entry)
+                if parsed is not None and parsed[1] not in _NOT_FINAL:
+                    into = committed if kind == "threadlog.committed" else appended
+                    into.setdefault(parsed[0], {}).setdefault(parsed[1], r)
+                continue
             turn = attr(r, "turn")
             tc = attr(r, "tool_call")
             if kind in ("tool.awaiting", "turn.held"):
                 if tc is not None:
-                    marks.setdefault(tc, []).append((r.time, "card"))
+                    marks.setdefault(tc, []).append(
+                        (r.time, "card" if kind == "tool.awaiting" else "hold"))
             elif kind == "tool.handoff":
                 if tc is not None:
                     marks.setdefault(tc, []).append((r.time, "handoff"))
@@ -116,8 +151,10 @@ class TurnOutcome:
                     ended.setdefault(turn, []).append(r)
             elif kind == "tool.result" and tc is not None:
                 outcome = r.data.get("outcome")
+                if outcome is not None and str(outcome) not in _NOT_FINAL:
+                    finals.setdefault(tc, {}).setdefault(str(outcome), r)
                 if outcome == "held":
-                    marks.setdefault(tc, []).append((r.time, "card"))
+                    marks.setdefault(tc, []).append((r.time, "hold"))
                 elif outcome == "expired":
                     first = expiries.get(tc)
                     if first is None or r.time < first.time:
@@ -200,8 +237,55 @@ class TurnOutcome:
                     cite((w, expiry)),
                 ))
 
+        # The log as committed when the adapter reports it with entry ids, else as appended.
+        log_results = committed if committed_ids else appended
+        doubled_outcomes = 0
+        for tc in sorted(set(finals) | set(log_results)):
+            observed = sorted(finals.get(tc, {}).values(), key=lambda x: x.index)
+            logged = sorted(log_results.get(tc, {}).values(), key=lambda x: x.index)
+            if len(observed) < 2 and len(logged) < 2:
+                continue
+            doubled_outcomes += 1
+            parts = []
+            if len(observed) >= 2:
+                parts.append("; ".join(
+                    f"{x.data.get('outcome')} at {at(x.time)}" for x in observed))
+            if len(logged) >= 2:
+                parts.append(f"the thread log holds {len(logged)} results for it: " + ", ".join(
+                    str(x.data.get("entry")) for x in logged))
+            first = observed[0] if observed else logged[0]
+            turn = attr(first, "turn") or "?"
+            violations.append(Violation(
+                f"tool call {tc} of turn {turn} ended {max(len(observed), len(logged))} "
+                f"times, it may end once: {'; '.join(parts)}",
+                cite([*observed, *logged]),
+            ))
+
+        late_answers = 0
+        for tc, by_outcome in finals.items():
+            for outcome, result in by_outcome.items():
+                if outcome not in _ANSWERED:
+                    continue
+                cards = [t for t, mark in marks.get(tc, ()) if mark in ("card", "hold")
+                         and t <= result.time + _EPSILON]
+                if not cards:
+                    continue
+                shown = cards[-1]
+                if result.time - shown <= max_wait + tolerance:
+                    continue
+                late_answers += 1
+                violations.append(Violation(
+                    f"tool call {tc} of turn {attr(result, 'turn') or '?'} was {outcome} at "
+                    f"{at(result.time)}, {fmt_duration(result.time - shown)} after its card was "
+                    f"shown at {at(shown)}: an answer applied after max_wait (limit {limit}); "
+                    f"the call should have expired: {result.describe()}",
+                    cite((result,)),
+                ))
+
+        counts["doubled_outcomes"] = doubled_outcomes
+        counts["late_answers"] = late_answers
         return verdict(
-            self.name, violations, reached=bool(waits),
+            self.name, violations, reached=bool(waits) or bool(violations),
             note="" if waits else "no turn waited on a person as state",
             stats={"waits": float(len(waits)), **{k: float(v) for k, v in counts.items()}},
         )
@@ -211,11 +295,24 @@ def _window(wait: Record, marks: list[tuple[float, str]], expiry: float) -> tupl
     """(earliest, latest) start of the wait that expired at `expiry`.
 
     The wait is the one begun by the last card (or hold) before the expiry; it started at that
-    card at the earliest and at its hand-off (or the turn's `turn.waiting`) at the latest.
+    card at the earliest and at its hand-off (or the turn's `turn.waiting`) at the latest. A
+    hold and the confirmation card it shows are one start: a fault between them may delay
+    the card, and a runtime may count from either.
     """
-    cards = [t for t, kind in marks if kind == "card" and t <= expiry]
-    start = cards[-1] if cards else wait.time
+    shown = [(t, kind) for t, kind in marks if kind in ("card", "hold") and t <= expiry]
+    start = shown[-1][0] if shown else wait.time
+    if len(shown) >= 2 and shown[-1][1] == "card" and shown[-2][1] == "hold" and not any(
+            kind == "handoff" and shown[-2][0] <= t <= shown[-1][0] for t, kind in marks):
+        start = shown[-2][0]
     later = [t for t, kind in marks if kind == "handoff" and start <= t <= expiry]
     if start <= wait.time <= expiry:
         later.append(wait.time)
     return start, max([start, *later])
+
+
+def _result_entry(entry: object) -> tuple[str, str] | None:
+    """(tool call, outcome) of a thread-log entry id `result:<tool call>:<outcome>`."""
+    if not isinstance(entry, str) or not entry.startswith(_RESULT_ENTRY):
+        return None
+    tc, sep, outcome = entry[len(_RESULT_ENTRY):].rpartition(":")
+    return (tc, outcome) if sep and tc else None

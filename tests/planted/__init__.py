@@ -23,6 +23,10 @@ MODULES: tuple[str, ...] = (
     "rerun_skips_access",
     "recovery_fresh_key",
     "queue_in_memory",
+    "expiry_after_answer",
+    "background_never_expires",
+    "drained_at_face_value",
+    "keyless_model_call",
 )
 
 

@@ -1,0 +1,37 @@
+"""turn-outcome: a call sent to the background never expires, so a late answer is applied.
+
+The reference's `PendingToolCall.expire` ends every open wait at `max_wait`, the waits of calls
+sent to the background included. Here it skips those: the turn went on with a placeholder, so
+nothing looks stuck, but an answer that arrives after the eight days is applied (the email is
+sent, the charge made) instead of being refused as expired.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.adapters.sim import SimAdapter
+from reference_impl.app import build_app
+from reference_impl.binding import App
+from reference_impl.ports import Ports
+from tests.planted._plant import CtxProxy, replace_handler, with_ctx
+
+INVARIANT = "turn-outcome"
+
+
+class _BackgroundLooksClosed(CtxProxy):
+    async def get(self, key: str) -> Any:
+        raw = await self._ctx.get(key)
+        if key == "row" and isinstance(raw, dict) and raw.get("phase") == "background":
+            # The bug: "the turn already went on" read as "nothing waits any more".
+            return {**raw, "phase": "done"}
+        return raw
+
+
+def build(ports: Ports, version: str = "v1") -> App:
+    return replace_handler(build_app(ports, version), "PendingToolCall", "expire",
+                           with_ctx(_BackgroundLooksClosed))
+
+
+ADAPTER = SimAdapter("planted-background-never-expires",
+                     "expire skips calls sent to the background", build)
