@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import queue
 import signal
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -155,6 +155,9 @@ class InProcess:
 def _worker_init() -> None:
     # Ctrl-C reaches the whole process group: the parent alone decides, and stops the pool.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A forked worker inherits the CLI's SIGTERM handler (raise Terminated, write a report):
+    # the parent's own business, not a worker's.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class ProcessPool:
@@ -165,48 +168,53 @@ class ProcessPool:
     suite and the plugin leave it first), and the only thread it may have, the watchdog's
     timer, is started again in a child that needs it. Elsewhere (macOS, Windows) fork is
     unsafe or missing: spawn.
+
+    concurrent.futures, not multiprocessing.Pool: a Pool whose worker dies (killed, out of
+    memory) never completes the batch it held, and its terminate() can hang on a queue lock
+    the dead worker held; the executor reports a broken pool instead.
     """
 
     def __init__(self, workers: int) -> None:
         import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
         self.slots = workers
-        self._done: queue.Queue[BatchResult | BaseException] = queue.Queue()
         method = "fork" if sys.platform == "linux" else "spawn"
-        self._pool = multiprocessing.get_context(method).Pool(workers,
-                                                               initializer=_worker_init)
-        # A Pool whose worker dies replaces it and never completes the task it held: the
-        # parent would wait forever. Its workers are private (`_pool`); a worker of ours
-        # never exits on its own, so any exit is a death.
-        self._workers: list[Any] = list(getattr(self._pool, "_pool", []))
+        self._pool = ProcessPoolExecutor(workers, multiprocessing.get_context(method),
+                                         initializer=_worker_init)
+        self._futures: set[Future[BatchResult]] = set()
 
     def submit(self, job: BatchJob) -> None:
-        self._pool.apply_async(run_batch, (job,), callback=self._done.put,
-                               error_callback=self._done.put)
+        self._futures.add(self._pool.submit(run_batch, job))
 
     def next_result(self) -> BatchResult:
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
         while True:
-            try:
-                # A timeout, so that Ctrl-C and a dead worker are seen while waiting.
-                item = self._done.get(timeout=0.2)
-            except queue.Empty:
-                dead = [p for p in self._workers if p.exitcode is not None]
-                if dead:
-                    raise WorkerLost(
-                        f"worker process {dead[0].pid} died (exit code {dead[0].exitcode}) "
-                        "while it ran a batch of generated schedules; what it ran is lost. "
-                        "Rerun with --workers 1 to see the failure in one process") from None
+            # A timeout, so that Ctrl-C is seen while waiting.
+            done, _ = wait(self._futures, timeout=0.2, return_when=FIRST_COMPLETED)
+            if not done:
                 continue
-            if isinstance(item, BaseException):
-                raise item
-            return item
+            future = done.pop()
+            self._futures.discard(future)
+            try:
+                return future.result()
+            except BrokenProcessPool:
+                raise WorkerLost(
+                    "a worker process died (killed, out of memory, or a crash in C code) "
+                    "while it ran a batch of generated schedules; what it ran is lost. Rerun "
+                    "with --workers 1 to see the failure in one process") from None
 
     def close(self, abort: bool) -> None:
         if abort:
-            self._pool.terminate()
-        else:
-            self._pool.close()
-        self._pool.join()
+            # No public way to stop running workers before Python 3.14 (kill_workers()).
+            processes: dict[int, Any] = getattr(self._pool, "_processes", None) or {}
+            for process in list(processes.values()):
+                if process.is_alive():
+                    process.kill()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._futures.clear()
 
 
 class RayCluster:

@@ -10,7 +10,7 @@ import pytest
 
 from harness.history import History
 from harness.report import write_report
-from harness.report.summary import Summary
+from harness.report.summary import Summary, shrunk_for
 from harness.suite import run_suite
 from tests.test_fanout import BUG, SEED
 
@@ -41,7 +41,8 @@ def test_the_summary_names_invariants_adapters_and_minimal_schedules_once(
     suite = run_suite([BUG], [], schedules=100, seed=SEED, report_dir=None, progress=False,
                       workers=1)
     summary = Summary.of(suite)
-    assert summary.adapters == ("planted-unfenced-append",)
-    assert "fencing" in summary.invariants
+    assert summary.adapters == ("planted-duplicate-email",)
+    assert "no-duplicate-effects" in summary.invariants
     failing = suite.runs[-1]
-    assert summary.shrunk_for(failing) is suite.shrunk[0]
+    assert summary.shrunk_for(failing) is shrunk_for(failing, suite)
+    assert summary.shrunk_for(failing) is summary.shrunk_for(failing)  # looked up once
