@@ -9,16 +9,23 @@ from pathlib import Path
 import pytest
 
 from harness.history import History
+from harness.outcome import SuiteOutcome
 from harness.report import write_report
 from harness.report.summary import Summary, shrunk_for
 from harness.suite import run_suite
-from tests.test_fanout import BUG, SEED
+
+BUG = "tests.planted.pinning_minutes:ADAPTER"  # found and shrunk in a second or two
 
 
-def test_each_history_file_is_read_once_per_report(tmp_path: Path,
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> SuiteOutcome:
+    """One suite with a failing run and its minimal schedule (shrinking costs seconds)."""
+    return run_suite([BUG], [], schedules=100, seed=0,
+                     report_dir=tmp_path_factory.mktemp("suite"), progress=False, workers=1)
+
+
+def test_each_history_file_is_read_once_per_report(suite: SuiteOutcome, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    suite = run_suite([BUG], [], schedules=100, seed=SEED, report_dir=tmp_path / "a",
-                      progress=False, workers=1)
     with_history = [r.history_path for r in (*suite.runs, *suite.shrunk) if r.history_path]
     assert len(with_history) >= 2  # the failing run and its minimal schedule
 
@@ -37,12 +44,10 @@ def test_each_history_file_is_read_once_per_report(tmp_path: Path,
 
 
 def test_the_summary_names_invariants_adapters_and_minimal_schedules_once(
-        tmp_path: Path) -> None:
-    suite = run_suite([BUG], [], schedules=100, seed=SEED, report_dir=None, progress=False,
-                      workers=1)
+        suite: SuiteOutcome) -> None:
     summary = Summary.of(suite)
-    assert summary.adapters == ("planted-duplicate-email",)
-    assert "no-duplicate-effects" in summary.invariants
+    assert summary.adapters == ("planted-pinning-minutes",)
+    assert "pinning-bound" in summary.invariants
     failing = suite.runs[-1]
     assert summary.shrunk_for(failing) is shrunk_for(failing, suite)
     assert summary.shrunk_for(failing) is summary.shrunk_for(failing)  # looked up once
