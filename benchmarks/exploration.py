@@ -12,7 +12,13 @@ costs more than a schedule, so the suite starts it once).
 
     python benchmarks/exploration.py [--schedules 200] [--repeats 5] [--json]
     python benchmarks/exploration.py --reach [--schedules 1000] [--seeds 1 2 3] [--adapter A]
+    python benchmarks/exploration.py --fanout [--schedules 600] [--ray]
     python -m cProfile -s cumtime benchmarks/exploration.py --schedules 300 --repeats 1
+
+``--fanout``: the fan-out of ``durable-chaos run`` (harness.fanout) with 1 and 2 worker
+processes (and, with ``--ray``, a local Ray instance with 2 workers): generated schedules per
+second including worker start-up, and the time to the first failure of each planted bug
+(seed 0, merged in batch order, before shrinking).
 
 Wall time comes from ``harness.runner.wall`` (the real perf_counter, out of freezegun's
 reach). Timing lives here, never in tests (the machines are shared and noisy).
@@ -129,6 +135,64 @@ def measure(schedules_per_run: int = 200, repeats: int = 5) -> dict[str, Any]:
     }
 
 
+def fanout_rate(count: int, workers: int, ray: str | None = None,
+                seed: int = 3) -> dict[str, float]:
+    """Schedules per second of one fan-out of ``count`` schedules (start-up included)."""
+    from harness.fanout import explore_fanned
+
+    adapter = load_adapter("reference")
+    options = RunOptions(report_dir=None, save_history=False)
+    start = wall()
+    found = explore_fanned(adapter, "reference", count, seed, options, workers=workers,
+                           ray=ray)
+    elapsed = wall() - start
+    return {"schedules": found.examples, "wall_s": elapsed, "per_s": found.examples / elapsed}
+
+
+def first_failure(spec: str, workers: int, seed: int = 0, count: int = 2000) -> dict[str, Any]:
+    """Wall seconds and schedules until the first failing run is merged (no shrinking
+    counted: the clock stops at the failing run)."""
+    from harness.fanout import explore_fanned
+
+    adapter = load_adapter(spec)
+    options = RunOptions(report_dir=None, save_history=False)
+    start = wall()
+    seen: dict[str, Any] = {}
+
+    def on_run(outcome: Any) -> None:
+        seen["n"] = seen.get("n", 0) + 1
+        if outcome.failed and "s" not in seen:
+            seen["s"] = wall() - start
+            seen["at"] = seen["n"]
+
+    explore_fanned(adapter, spec, count, seed, options, workers=workers, on_run=on_run)
+    return {"found": "s" in seen, "seconds": seen.get("s"), "schedules": seen.get("at")}
+
+
+def measure_fanout(count: int, ray: bool) -> dict[str, Any]:
+    import os
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests import planted
+
+    out: dict[str, Any] = {"load_average": os.getloadavg()}
+    for workers in (1, 2):
+        out[f"workers_{workers}"] = fanout_rate(count, workers)
+    out["parallel_efficiency"] = (out["workers_2"]["per_s"]
+                                  / (2 * out["workers_1"]["per_s"]))
+    if ray:
+        out["ray_local_2"] = fanout_rate(count, 2, ray="local")
+    bugs: dict[str, Any] = {}
+    for name in planted.MODULES:
+        spec = f"tests.planted.{name}:ADAPTER"
+        bugs[name] = {f"workers_{w}": first_failure(spec, w) for w in (1, 2)}
+    out["first_failure"] = bugs
+    out["load_average_after"] = os.getloadavg()
+    return out
+
+
 def reach(count: int, seeds: list[int], adapter_name: str = "reference") -> dict[str, Any]:
     """Per invariant, how many of ``count`` generated schedules per seed reached its window;
     and the failing runs (invariant, schedule) to look at."""
@@ -166,11 +230,16 @@ def main() -> None:
     parser.add_argument("--schedules", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--fanout", action="store_true")
+    parser.add_argument("--ray", action="store_true")
     parser.add_argument("--reach", action="store_true",
                         help="measure the share of schedules reaching each window")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--adapter", default="reference")
     args = parser.parse_args()
+    if args.fanout:
+        print(json.dumps(measure_fanout(args.schedules, args.ray), indent=2))
+        return
     if args.reach:
         found = reach(args.schedules, args.seeds, args.adapter)
         if args.json:

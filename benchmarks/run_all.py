@@ -17,6 +17,7 @@ import importlib
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import traceback
@@ -199,6 +200,17 @@ def targets(explo: dict[str, Any], flow: dict[str, Any]) -> list[str]:
     return out
 
 
+_SECTION = re.compile(r"<!-- ([a-z0-9-]+):begin -->.*?<!-- \1:end -->\n", re.S)
+
+
+def kept_sections(path: Path) -> list[str]:
+    """Sections other benchmarks write into RESULTS.md between `<!-- NAME:begin -->` and
+    `<!-- NAME:end -->` markers (component start-up, fan-out): kept when this rewrites it."""
+    if not path.exists():
+        return []
+    return [m.group(0) for m in _SECTION.finditer(path.read_text(encoding="utf-8"))]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer runs (about a minute)")
@@ -240,6 +252,7 @@ def main() -> int:
         "",
         *targets(raw.get("exploration", {}), raw.get("eight_day_flow", {})),
         "",
+        *kept_sections(args.out),
         "## Raw",
         "",
         "```json",

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from harness.errors import ComponentUnavailable, Terminated, UsageError
+from harness.errors import ComponentUnavailable, Terminated, UsageError, WorkerLost
 from harness.outcome import SuiteOutcome, printable
 from harness.schedules.model import Schedule, parse_duration
 
@@ -99,6 +99,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--time-budget", default=None, metavar="SECONDS",
                      help="stop generating after this much wall time, e.g. 60 or 5m (leave "
                      "it out for no budget; 0 is an error)")
+    run.add_argument("--workers", default=None, metavar="N",
+                     help="processes the generated schedules fan out over (default: every "
+                     "core on the simulator, 1 on a real engine); the seed alone decides "
+                     "the schedules and verdicts, whatever N")
+    run.add_argument("--ray", default=None, metavar="ADDRESS",
+                     help="fan out over a Ray cluster instead (an address such as "
+                     "127.0.0.1:6379, or 'local' to start one here); needs the 'ray' extra")
 
     replay = sub.add_parser("replay", help="rerun one saved schedule or one seed",
                             formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -136,6 +143,22 @@ def _int(value: str, option: str) -> int:
     if number < 0:
         raise UsageError(f"{option}: expected a number >= 0, got {value}")
     return number
+
+
+def _fan_out(args: argparse.Namespace) -> tuple[int | None, str | None]:
+    """`--workers` (None: the default) and `--ray`, checked."""
+    import importlib.util
+
+    raw = getattr(args, "workers", None)
+    workers = None if raw is None else _int(raw, "--workers")
+    if workers == 0:
+        raise UsageError("--workers: expected at least 1 worker, got 0")
+    ray = getattr(args, "ray", None)
+    if ray is not None and not ray.strip():
+        raise UsageError("--ray: expected a Ray address such as 127.0.0.1:6379 or 'local'")
+    if ray is not None and importlib.util.find_spec("ray") is None:
+        raise UsageError("--ray: Ray is not installed here; pip install 'durable-chaos[ray]'")
+    return workers, ray
 
 
 def _seconds(value: str, option: str) -> float:
@@ -269,6 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ComponentUnavailable as exc:
         print(f"durable-chaos: error: {printable(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
+    except WorkerLost as exc:  # the report of what ran is written, marked incomplete
+        print(f"durable-chaos: could not judge: {printable(str(exc))}", file=sys.stderr)
+        return EXIT_UNKNOWN
     except Terminated:
         print("durable-chaos: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
@@ -322,6 +348,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         use_components(os.environ[COMPONENTS_ENV], source=f"${COMPONENTS_ENV}")
     adapters = args.adapter or ["reference"]
     run_timeout = _run_timeout(args.run_timeout)
+    workers, ray = _fan_out(args)
     # Everything the user gave is checked before anything starts or is written: options,
     # scenario files, adapters (and what they need here), then the report directory.
     if args.command == "run":
@@ -346,7 +373,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         preflight(spec, load_adapter(spec))  # fail early, before anything runs
     report_dir = _report_dir(args.report_dir)
     suite = run_suite(adapters, scenarios, schedules=schedules, seed=seed, time_budget=budget,
-                      report_dir=report_dir, progress=not args.quiet, run_timeout=run_timeout)
+                      report_dir=report_dir, progress=not args.quiet, run_timeout=run_timeout,
+                      workers=workers, ray=ray)
     print(_summary(suite, report_dir))
     status = exit_status(suite, args.allow_unknown)
     if status == EXIT_UNKNOWN and not suite.runs:

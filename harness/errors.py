@@ -51,6 +51,11 @@ class ComponentUnavailable(DurableChaosError):
     here; the message names the make target or package that installs it."""
 
 
+class WorkerLost(DurableChaosError):
+    """A fan-out worker process died (killed, out of memory, a crash in C code) while it held
+    a batch of generated schedules: the suite cannot say what those runs found."""
+
+
 class RunTimeout(BaseException):
     """Raised into a run that passed its wall-clock limit (see `harness.watchdog`).
 

@@ -82,6 +82,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "collects no generated items). ini: chaos_schedules",
     )
     group.addoption(
+        "--chaos-workers", dest="chaos_workers", default=None, metavar="N",
+        help="fan each generated item's schedules out over N processes (default: 1, in the "
+        "test process); the seed alone decides schedules and verdicts. ini: chaos_workers",
+    )
+    group.addoption(
         "--chaos-report", dest="chaos_report", default=None, metavar="DIR",
         help="at the end, write DIR/index.html and DIR/junit.xml (and the histories of "
         "scenarios and failures under DIR/runs). ini: chaos_report",
@@ -110,6 +115,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   type="args", default=[])
     parser.addini("chaos_seed", "default of --chaos-seed", default="")
     parser.addini("chaos_schedules", "default of --chaos-schedules", default="")
+    parser.addini("chaos_workers", "default of --chaos-workers", default="")
     parser.addini("chaos_report", "default of --chaos-report (relative to the ini file)",
                   default="")
     parser.addini("chaos_scenarios", "default of --chaos-scenarios (relative to the ini "
@@ -127,6 +133,7 @@ class ChaosSettings:
     scenarios: Path | None
     seed_note: str = ""  # how the seed was chosen, for the header
     run_timeout: float | None = None  # None: the engine's default; math.inf: no limit
+    workers: int = 1  # processes each generated item fans out over (harness.fanout)
 
 
 @dataclass
@@ -240,7 +247,22 @@ def _resolve(config: pytest.Config) -> ChaosSettings | None:
         scenarios=_scenarios_path(config),
         seed_note=note,
         run_timeout=_run_timeout(config),
+        workers=_workers(config),
     )
+
+
+def _workers(config: pytest.Config) -> int:
+    raw, where = _Source(config, "--chaos-workers", "chaos_workers").value()
+    if raw is None:
+        return 1
+    try:
+        number = int(str(raw).strip())
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise pytest.UsageError(f"{where}: expected a number of worker processes >= 1, "
+                                f"got {raw!r}")
+    return number
 
 
 def _run_timeout(config: pytest.Config) -> float | None:
@@ -649,15 +671,19 @@ class InvariantItem(_ChaosItem):
         self.invariant = invariant
 
     def runtest(self) -> None:
-        from harness.runner import explore, run_schedule
+        from harness.fanout import explore_fanned
+        from harness.runner import run_schedule
 
         adapter = self.adapter()
         settings = self.state.settings
         seed = item_seed(settings.seed, self.nodeid)
         options = self.state.options(self.spec)
+        # As `durable-chaos run`: seed-derived batches, the same schedules for any number of
+        # workers; outside the frozen clock, since the parent waits on workers in real time.
+        found = explore_fanned(adapter, self.spec, settings.schedules, seed,
+                               replace(options, report_dir=None), workers=settings.workers,
+                               invariant=self.invariant)
         with _virtual_wall_clock(adapter):
-            found = explore(adapter, settings.schedules, seed,
-                            replace(options, report_dir=None), invariant=self.invariant)
             # Saved under a name of this item's own: every item's shrinking restarts the
             # names at "shrunk-generated-0", and the report keeps one directory per name.
             minimal = [run_schedule(adapter, _renamed(m, f"{self.invariant}-{m.name}"),

@@ -19,6 +19,9 @@ closed (which stops what it started), never driven again, and the run is judged 
 The exception is only raised while the watchdog is armed: leaving the `with` block disarms it
 first, so a late signal cannot escape into the code that follows.
 
+One timer thread serves every watchdog of the process: a simulated run takes about a
+millisecond, and starting a `threading.Timer` per run (and per close) cost a third of one.
+
 Rejected: SIGALRM (`setitimer`). pytest-timeout and users' own code own that signal; a signal
 of our own that passes foreign deliveries on to the previous handler leaves theirs alone.
 """
@@ -26,8 +29,13 @@ of our own that passes foreign deliveries on to the previous handler leaves thei
 from __future__ import annotations
 
 import ctypes
+import heapq
+import itertools
+import os
 import signal
 import threading
+import time
+from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -37,6 +45,61 @@ __all__ = ["SIGNAL", "Watchdog"]
 
 SIGNAL: signal.Signals = signal.SIGUSR2
 REPEAT = 1.0  # seconds between interrupts once the limit has passed
+# Kept in a dict: freezegun replaces module attributes that are the real time functions.
+_REAL = {"monotonic": time.monotonic}
+
+
+class _Timers:
+    """One daemon thread that calls each scheduled function once its delay has passed."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int]] = []
+        self._active: dict[int, Callable[[], None]] = {}
+        self._ids = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, delay: float, fn: Callable[[], None]) -> int:
+        with self._cond:
+            ident = next(self._ids)
+            self._active[ident] = fn
+            heapq.heappush(self._heap, (_REAL["monotonic"]() + delay, ident))
+            if len(self._heap) > 2 * len(self._active) + 64:
+                # Cancelled entries (most runs end long before their limit) are dropped.
+                self._heap = [e for e in self._heap if e[1] in self._active]
+                heapq.heapify(self._heap)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, daemon=True,
+                                                name="durable-chaos-watchdog")
+                self._thread.start()
+            self._cond.notify()
+            return ident
+
+    def cancel(self, ident: int) -> None:
+        with self._cond:
+            self._active.pop(ident, None)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    while self._heap and self._heap[0][1] not in self._active:
+                        heapq.heappop(self._heap)
+                    now = _REAL["monotonic"]()
+                    if self._heap and self._heap[0][0] <= now:
+                        fn = self._active.pop(heapq.heappop(self._heap)[1])
+                        break
+                    self._cond.wait(self._heap[0][0] - now if self._heap else None)
+            fn()
+
+
+_TIMERS = _Timers()
+# A forked child (the fan-out's workers) has no timer thread, and its copy of the lock may
+# have been taken by that thread at the moment of the fork: it starts afresh.
+os.register_at_fork(after_in_child=_TIMERS.reset)
 
 
 class Watchdog:
@@ -50,7 +113,7 @@ class Watchdog:
         self.fired = False
         self._lock = threading.Lock()
         self._armed = False
-        self._timer: threading.Timer | None = None
+        self._timer: int | None = None
         self._target = 0
         self._main = False
         self._previous: Any = None
@@ -63,10 +126,7 @@ class Watchdog:
         if self._main:
             self._previous = signal.signal(SIGNAL, self._handle)
         self._armed = True
-        self._timer = threading.Timer(max(0.0, self.seconds), self._fire)
-        self._timer.daemon = True
-        self._timer.name = "durable-chaos-watchdog"
-        self._timer.start()
+        self._timer = _TIMERS.schedule(max(0.0, self.seconds), self._fire)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -79,7 +139,7 @@ class Watchdog:
         with self._lock:
             timer = self._timer
         if timer is not None:
-            timer.cancel()
+            _TIMERS.cancel(timer)
         if self._main:
             signal.signal(SIGNAL, self._previous)
         elif self.fired:
@@ -98,10 +158,7 @@ class Watchdog:
                     ctypes.c_ulong(self._target), ctypes.py_object(RunTimeout))
             # Again every REPEAT seconds until the block is left: adapter code that swallows
             # the first one (`except BaseException`) and blocks again is interrupted again.
-            self._timer = threading.Timer(REPEAT, self._fire)
-            self._timer.daemon = True
-            self._timer.name = "durable-chaos-watchdog"
-            self._timer.start()
+            self._timer = _TIMERS.schedule(REPEAT, self._fire)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self._armed and self.fired:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from harness.outcome import SuiteOutcome
 from harness.report import html, junit
+from harness.report.summary import Summary
 from harness.report.timeline import Timeline, alive_series, build_timeline
 
 __all__ = ["Timeline", "alive_series", "build_timeline", "write_report"]
@@ -23,5 +24,6 @@ def write_report(suite: SuiteOutcome, out_dir: str | Path) -> Path:
                         f"(type={type(suite).__name__})")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    junit.write(suite, out / "junit.xml")
-    return html.write(suite, out / "index.html")
+    summary = Summary.of(suite)  # computed once, read by both
+    junit.write(suite, out / "junit.xml", summary)
+    return html.write(suite, out / "index.html", summary)

@@ -19,16 +19,18 @@ import base64
 import hashlib
 import html
 import json
-import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Final
 
-from harness.checkers.base import Result, Valid, Violation
+from harness.checkers.base import Valid, Violation
 from harness.history import History, Record, fmt_duration
 from harness.outcome import RunOutcome, SuiteOutcome
+from harness.report.summary import Histories as _Histories
+from harness.report.summary import Summary, adapters_of, clean, effective, invariants
+from harness.report.summary import shrunk_for as _shrunk_for
 from harness.report.timeline import (
     GROUP_TITLES,
     GROUPS,
@@ -41,9 +43,6 @@ from harness.report.timeline import (
     build_timeline,
     releases,
 )
-
-# Characters XML 1.0 forbids and HTML calls parse errors; shown as visible escapes instead.
-_CONTROL: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 # What each built-in invariant means (docs/design.md, section 4); user checkers show no blurb.
 DESCRIPTIONS: Final[dict[str, str]] = {
@@ -99,11 +98,6 @@ _SCRIPT: Final = """
 """.strip()
 
 
-def clean(text: str) -> str:
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                        else f"\\u{ord(m.group()):04x}", text)
-
-
 def esc(value: object) -> str:
     """Text from anywhere (runtime, scenario, checker) as inert HTML/SVG text."""
     return html.escape(clean(str(value)), quote=True)
@@ -134,11 +128,6 @@ def _fmt_wall(seconds: float) -> str:
     return fmt_duration(seconds)
 
 
-def effective(run: RunOutcome, result: Result) -> Valid:
-    """A run whose adapter crashed proves nothing either way: every result is unknown."""
-    return None if run.error is not None else result.valid
-
-
 _STEP_NOTES = 10  # step notes shown per run; the history has them all
 
 
@@ -149,25 +138,6 @@ def badge(kind: str, text: str | None = None) -> str:
 
 
 # --------------------------------------------------------------------------- history access
-
-
-class _Histories:
-    """Loads each run's history file once; a missing or broken file is a note, not a crash."""
-
-    def __init__(self) -> None:
-        self._cache: dict[str, History | str] = {}
-
-    def get(self, run: RunOutcome) -> History | str:
-        if not run.history_path:
-            return "no history file was recorded for this run"
-        path = run.history_path
-        if path not in self._cache:
-            try:
-                self._cache[path] = History.load(path)
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                self._cache[path] = (f"history file {path} could not be read: "
-                                     f"{type(exc).__name__}: {exc}")
-        return self._cache[path]
 
 
 # --------------------------------------------------------------------------- property table
@@ -208,14 +178,6 @@ class _Tally:
             self.reached += 1
 
 
-def invariants(runs: Iterable[RunOutcome]) -> list[str]:
-    names: dict[str, None] = {}
-    for run in runs:
-        for r in run.results:
-            names.setdefault(r.checker, None)
-    return list(names)
-
-
 def tallies(suite: SuiteOutcome) -> dict[tuple[str, str], _Tally]:
     """(invariant, adapter) -> counts over the suite's runs (shrunk runs are not counted)."""
     names = invariants(suite.runs)
@@ -233,11 +195,7 @@ def tallies(suite: SuiteOutcome) -> dict[tuple[str, str], _Tally]:
     return out
 
 
-def _adapters(suite: SuiteOutcome) -> list[str]:
-    names = dict.fromkeys(suite.adapters)
-    for run in suite.runs:
-        names.setdefault(run.adapter, None)
-    return list(names)
+_adapters = adapters_of
 
 
 def _property_table(suite: SuiteOutcome) -> str:
@@ -392,24 +350,6 @@ def _summary(suite: SuiteOutcome) -> str:
 
 
 # --------------------------------------------------------------------------- violations
-
-
-def _shrunk_for(run: RunOutcome, suite: SuiteOutcome) -> RunOutcome | None:
-    """The minimal schedule shrunk from this run: named after it (`shrunk-NAME`), or, for a
-    generated run, the one the exploration of its adapter shrank for the same invariant
-    (exploration stops at its first failure, so there is one such run per adapter)."""
-    failing = {r.checker for r in run.results if effective(run, r) is False}
-    fallback = None
-    for cand in suite.shrunk:
-        if cand.adapter != run.adapter:
-            continue
-        if not failing & {r.checker for r in cand.results if r.valid is False}:
-            continue
-        if cand.name in (run.name, f"shrunk-{run.name}"):
-            return cand
-        if run.source == "generated" and fallback is None:
-            fallback = cand
-    return fallback
 
 
 def _record_line(record: Record) -> str:
@@ -1005,9 +945,10 @@ def _environment(suite: SuiteOutcome) -> str:
 # --------------------------------------------------------------------------- page
 
 
-def render(suite: SuiteOutcome) -> str:
-    """The whole page as one string."""
-    histories = _Histories()
+def render(suite: SuiteOutcome, summary: Summary | None = None) -> str:
+    """The whole page as one string (`summary`: what the JUnit file reads too)."""
+    summary = summary or Summary.of(suite)
+    histories = summary.histories
     css = stylesheet()
     status, text = _verdict(suite)
     csp = ("default-src 'none'; img-src data:; "
@@ -1044,6 +985,6 @@ def render(suite: SuiteOutcome) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write(suite: SuiteOutcome, path: Path) -> Path:
-    path.write_text(render(suite), encoding="utf-8")
+def write(suite: SuiteOutcome, path: Path, summary: Summary | None = None) -> Path:
+    path.write_text(render(suite, summary), encoding="utf-8")
     return path

@@ -18,7 +18,7 @@ from typing import Final
 from harness.checkers.base import Result
 from harness.history import History
 from harness.outcome import RunOutcome, SuiteOutcome
-from harness.report.html import _Histories, _shrunk_for, clean, effective, invariants
+from harness.report.summary import Summary, clean, effective
 
 _MAX_VIOLATIONS: Final = 10
 _MAX_RECORDS: Final = 20
@@ -53,14 +53,14 @@ def _case(parent: ET.Element, classname: str, name: str, time: float) -> ET.Elem
                          {"classname": clean(classname), "name": clean(name), "time": _t(time)})
 
 
-def build(suite: SuiteOutcome) -> ET.Element:
-    histories = _Histories()
-    names = invariants(suite.runs)
+def build(suite: SuiteOutcome, summary: Summary | None = None) -> ET.Element:
+    summary = summary or Summary.of(suite)
+    histories = summary.histories
+    names = summary.invariants
     root = ET.Element("testsuites", {"name": "durable-chaos"})
     totals: Counter[str] = Counter()
 
-    adapters = list(dict.fromkeys([*suite.adapters, *(r.adapter for r in suite.runs)]))
-    for adapter in adapters:
+    for adapter in summary.adapters:
         runs = [r for r in suite.runs if r.adapter == adapter]
         ts = ET.SubElement(root, "testsuite", {"name": clean(adapter)})
         props = ET.SubElement(ts, "properties")
@@ -90,7 +90,7 @@ def build(suite: SuiteOutcome) -> ET.Element:
                 result = by_name.get(name)
                 valid = None if result is None else effective(run, result)
                 if valid is False and result is not None:
-                    shrunk = _shrunk_for(run, suite)
+                    shrunk = summary.shrunk_for(run)
                     replay = (shrunk or run).replay_command
                     first = result.violations[0].message if result.violations else result.note
                     fail = ET.SubElement(case, "failure", {
@@ -138,12 +138,12 @@ def build(suite: SuiteOutcome) -> ET.Element:
     return root
 
 
-def render(suite: SuiteOutcome) -> str:
-    root = build(suite)
+def render(suite: SuiteOutcome, summary: Summary | None = None) -> str:
+    root = build(suite, summary)
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write(suite: SuiteOutcome, path: Path) -> Path:
-    path.write_text(render(suite), encoding="utf-8")
+def write(suite: SuiteOutcome, path: Path, summary: Summary | None = None) -> Path:
+    path.write_text(render(suite, summary), encoding="utf-8")
     return path

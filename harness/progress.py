@@ -1,0 +1,52 @@
+"""Progress of a suite on the terminal."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from harness.outcome import RunOutcome, printable
+from harness.run import wall
+
+
+class Progress:
+    """One line per event on a pipe; a live line on a terminal."""
+
+    def __init__(self, total: int, stream: Any = None, enabled: bool = True) -> None:
+        self.total = total
+        self.done = 0
+        self.violations = 0
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._last = 0.0
+
+    def update(self, outcome: RunOutcome) -> None:
+        self.done += 1
+        bad = [r.checker for r in outcome.results if r.valid is False]
+        self.violations += len(bad)
+        if not self.enabled:
+            return
+        status = "FAIL " + ",".join(bad) if bad else ("unknown" if outcome.unknown else "ok")
+        line = printable(f"[{self.done}/{self.total}] {outcome.adapter} {outcome.name}: "
+                         f"{status}  ({self.violations} violation(s) so far)")
+        now = wall()
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + line[:160])
+            if bad:
+                self.stream.write("\n")
+        elif bad or outcome.source == "scenario" or now - self._last > 2.0:
+            self.stream.write(line + "\n")
+            self._last = now
+        self.stream.flush()
+
+    def message(self, text: str) -> None:
+        if self.enabled:
+            if self.tty:
+                self.stream.write("\r\x1b[2K")
+            self.stream.write(printable(text) + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.tty:
+            self.stream.write("\n")

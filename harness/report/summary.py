@@ -1,0 +1,105 @@
+"""What the HTML page and the JUnit file both read, computed once per report.
+
+`write_report` builds one `Summary` and hands it to both writers: the invariants and adapters
+of the suite, each run's minimal schedule, and the histories, each file read from disk once
+(before, each writer loaded every history again, and `junit.py` reached into the page's
+private helpers for the rest).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from harness.checkers.base import Result, Valid
+from harness.history import History
+from harness.outcome import RunOutcome, SuiteOutcome
+
+# Characters XML 1.0 forbids and HTML calls parse errors; shown as visible escapes instead.
+_CONTROL: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def clean(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                        else f"\\u{ord(m.group()):04x}", text)
+
+
+def effective(run: RunOutcome, result: Result) -> Valid:
+    """A run whose adapter crashed proves nothing either way: every result is unknown."""
+    return None if run.error is not None else result.valid
+
+
+def invariants(runs: Iterable[RunOutcome]) -> list[str]:
+    names: dict[str, None] = {}
+    for run in runs:
+        for r in run.results:
+            names.setdefault(r.checker, None)
+    return list(names)
+
+
+class Histories:
+    """Loads each run's history file once; a missing or broken file is a note, not a crash."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, History | str] = {}
+
+    def get(self, run: RunOutcome) -> History | str:
+        if not run.history_path:
+            return "no history file was recorded for this run"
+        path = run.history_path
+        if path not in self._cache:
+            try:
+                self._cache[path] = History.load(path)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                self._cache[path] = (f"history file {path} could not be read: "
+                                     f"{type(exc).__name__}: {exc}")
+        return self._cache[path]
+
+
+def shrunk_for(run: RunOutcome, suite: SuiteOutcome) -> RunOutcome | None:
+    """The minimal schedule shrunk from this run: named after it (`shrunk-NAME`), or, for a
+    generated run, the one the exploration of its adapter shrank for the same invariant
+    (exploration stops at its first failure, so there is one such run per adapter)."""
+    failing = {r.checker for r in run.results if effective(run, r) is False}
+    fallback = None
+    for cand in suite.shrunk:
+        if cand.adapter != run.adapter:
+            continue
+        if not failing & {r.checker for r in cand.results if r.valid is False}:
+            continue
+        if cand.name in (run.name, f"shrunk-{run.name}"):
+            return cand
+        if run.source == "generated" and fallback is None:
+            fallback = cand
+    return fallback
+
+
+def adapters_of(suite: SuiteOutcome) -> list[str]:
+    """The suite's adapters, then any other adapter a run names, in order."""
+    names = dict.fromkeys(suite.adapters)
+    for run in suite.runs:
+        names.setdefault(run.adapter, None)
+    return list(names)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The suite's derived data, computed once and shared by the page and the JUnit file."""
+
+    suite: SuiteOutcome
+    invariants: tuple[str, ...]
+    adapters: tuple[str, ...]
+    histories: Histories = field(default_factory=Histories)
+    _shrunk: dict[int, RunOutcome | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, suite: SuiteOutcome) -> Summary:
+        return cls(suite, tuple(invariants(suite.runs)), tuple(adapters_of(suite)))
+
+    def shrunk_for(self, run: RunOutcome) -> RunOutcome | None:
+        key = id(run)
+        if key not in self._shrunk:
+            self._shrunk[key] = shrunk_for(run, self.suite)
+        return self._shrunk[key]

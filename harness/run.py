@@ -1,0 +1,390 @@
+"""Running one schedule against an adapter.
+
+The lifecycle of one run (`run_schedule`), written once:
+
+1. The adapter opens a runtime for the schedule's seed, with a fresh history.
+2. For each step in time order: let the runtime run until the step's time, then apply it
+   (a person's message or answer, an operator's deploy, a fault). A fault whose capability
+   the runtime lacks is skipped and recorded as skipped.
+3. Let the runtime run to the horizon (past the last wait's expiry), record when the faults
+   healed, let the runtime record its final committed state, mark the end.
+4. Every checker judges the history; an adapter that crashes makes the run "unknown".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.adapters import CAPABILITY_OF, Adapter, RunContext, Runtime
+from harness.checkers import ALL
+from harness.checkers.base import CheckConfig, Checker, Result, run_checkers
+from harness.clock import wall_clock_follows
+from harness.errors import AdapterUnavailable, RunTimeout
+from harness.history import History, fmt_duration
+from harness.outcome import RunOutcome
+from harness.schedules.model import Schedule, Step
+from harness.sim import Simulator
+from harness.watchdog import Watchdog
+
+# freezegun replaces module attributes that are the real time functions; one kept inside a
+# dict is out of its reach, so wall times stay real while virtual time drives handlers.
+_REAL = {"perf_counter": time.perf_counter, "time": time.time}
+RESTART_AFTER = 5.0
+
+
+def wall() -> float:
+    return _REAL["perf_counter"]()
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    adapter_spec: str = "reference"
+    report_dir: Path | None = None
+    save_history: bool = True
+    checkers: Sequence[Checker] = ALL
+    # Wall-clock limit of one run in seconds: None is the engine's default
+    # (`DEFAULT_RUN_TIMEOUT`), math.inf none at all.
+    run_timeout: float | None = None
+
+
+# A simulated run takes milliseconds, so a minute means it hangs; a real one starts servers
+# and waits in real seconds on scaled time.
+DEFAULT_RUN_TIMEOUT: dict[str, float] = {"sim": 60.0, "real": 600.0}
+# close() stops what the runtime started; it gets its own limit so that a runtime that hangs
+# in close() cannot hang the suite either.
+CLOSE_TIMEOUT = 60.0
+# A step the runtime applies this much later (scenario seconds) than its `at` is "late".
+LATE_AFTER = 1.0
+# On a real engine a card is shown by another process: an answer that finds none drives the
+# runtime on in small steps, for at most this many real seconds, before it is dropped.
+CARD_PATIENCE = 30.0
+CARD_STEP = 1.0
+
+
+def run_timeout(adapter: Adapter, options: RunOptions) -> float | None:
+    """The wall-clock limit of one run of `adapter` (None: no limit)."""
+    limit = options.run_timeout
+    if limit is None:
+        limit = DEFAULT_RUN_TIMEOUT.get(adapter.engine, DEFAULT_RUN_TIMEOUT["real"])
+    return None if math.isinf(limit) else limit
+
+
+def horizon_of(schedule: Schedule, config: CheckConfig) -> float:
+    if schedule.horizon is not None:
+        return schedule.horizon
+    last = max((s.at for s in schedule.steps), default=0.0)
+    return last + config.max_wait + config.hand_off_after + 3600.0
+
+
+def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> RunOutcome:
+    """Run one schedule; see the module docstring for the lifecycle."""
+    history = History(wall=None if adapter.engine == "sim" else _REAL["time"])
+    started = wall()
+    skipped: list[str] = []
+    notes: list[str] = []
+    error: str | None = None
+    runtime: Runtime | None = None
+    opened = False
+    limit = run_timeout(adapter, options)
+    ctx = RunContext(seed=schedule.seed, history=history,
+                     config=runtime_config(adapter), hosts=schedule.hosts)
+    try:
+        check_config = adapter.check_config()
+    except Exception as exc:  # a user's adapter: its own bug, named, not a traceback
+        raise AdapterUnavailable(f"adapter {adapter.name!r}: check_config() raised "
+                                 f"{type(exc).__name__}: {exc}") from None
+    try:
+        # The watchdog ends a run blocked anywhere in the adapter (see harness.watchdog);
+        # after it fired the runtime is only closed, never driven again.
+        with Watchdog(limit):
+            runtime = adapter.open(ctx)
+            opened = True
+            with follow_wall_clock(runtime, adapter.engine):
+                messages: dict[str, int] = {}
+                for number, step in enumerate(schedule.steps):
+                    runtime.advance(step.at)
+                    late = runtime.now() - step.at
+                    if late > LATE_AFTER:
+                        notes.append(f"step {number} ({_step_label(step)}) applied "
+                                     f"{fmt_duration(late)} late")
+                    _apply(runtime, step, history, skipped, messages, adapter.engine, notes,
+                           number)
+                # Every engine's clock reads scenario time (a real one is virtual too).
+                runtime.advance(max(horizon_of(schedule, check_config), runtime.now()))
+                heal = _healed_at(schedule)
+                if heal is not None:
+                    history.add("fault.heal", data={"at": heal})
+                runtime.finish()
+                history.add("run.end")
+    except RunTimeout:
+        error = (f"timed out: the run passed its wall-clock limit of {limit:g}s (raise it "
+                 "with --run-timeout or the ini key chaos_run_timeout)")
+        history.add("run.error", data={"error": error})
+    except KeyboardInterrupt:
+        _close(runtime)
+        raise
+    except Exception as exc:  # an adapter that crashes makes the run unknown, not the harness
+        error = f"{type(exc).__name__}: {exc}"
+        if not opened:
+            error = f"open() failed: {error}"
+        history.add("run.error", data={"error": error})
+    closing = _close(runtime)
+    error = error or closing
+    elapsed = wall() - started
+    if error is None:
+        results = tuple(run_checkers(options.checkers, history, check_config))
+    else:
+        results = tuple(Result(c.name, None, reached=False, note=f"adapter crashed: {error}")
+                        for c in options.checkers)
+    outcome = RunOutcome(
+        name=schedule.name,
+        adapter=adapter.name,
+        seed=schedule.seed,
+        source=schedule.source,
+        results=results,
+        schedule_toml=schedule.to_toml(),
+        replay_command="",
+        virtual_time=history[-1].time if len(history) else 0.0,
+        wall_time=elapsed,
+        faults=schedule.faults(),
+        fault_points=_fault_points(history),
+        skipped_faults=tuple(skipped),
+        error=error,
+        expected=_expected(schedule),
+        alive=_alive(history),
+        opened=opened,
+        step_notes=tuple(notes),
+    )
+    return _save(outcome, schedule, history, options)
+
+
+def _close(runtime: Runtime | None) -> str | None:
+    """Close a runtime under its own limit; why it failed, or None."""
+    if runtime is None:
+        return None
+    try:
+        with Watchdog(CLOSE_TIMEOUT):
+            runtime.close()
+    except RunTimeout:
+        return f"close() did not return within {CLOSE_TIMEOUT:g}s"
+    except Exception as exc:
+        return f"close failed: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _step_label(step: Step) -> str:
+    where = step.get("session") or step.get("host") or step.get("version")
+    return f"{step.action} at {fmt_duration(step.at)}" + (f", {where}" if where else "")
+
+
+def runtime_config(adapter: Adapter) -> Any:
+    """The thresholds the adapter's runtime runs with (its `config`, else the defaults)."""
+    config = getattr(adapter, "config", None)
+    if config is not None:
+        return config
+    from reference_impl.ports import Config
+
+    return Config()
+
+
+@contextmanager
+def follow_wall_clock(runtime: Runtime, engine: str = "sim") -> Iterator[None]:
+    """Handlers of a simulated runtime read its virtual time from the wall clock too.
+
+    Only for engine 'sim': a real engine's adapter (even one that wraps a simulator) waits
+    on `time.monotonic()`, which a frozen clock stops for good.
+    """
+    sim = getattr(runtime, "sim", None)
+    if engine == "sim" and isinstance(sim, Simulator):
+        with wall_clock_follows(sim.clock):
+            yield
+    else:
+        yield
+
+
+def _apply(runtime: Runtime, step: Step, history: History, skipped: list[str],
+           messages: dict[str, int], engine: str = "sim", notes: list[str] | None = None,
+           number: int = 0) -> None:
+    action = step.action
+    notes = notes if notes is not None else []
+    capability = CAPABILITY_OF.get(action)
+    if capability is not None and not isinstance(runtime, capability):
+        skipped.append(action)
+        notes.append(f"step {number} ({_step_label(step)}) skipped: the runtime has no "
+                     f"{capability.__name__}")
+        history.add(f"fault.{action}", "info", data={"skipped": True,
+                                                     "reason": f"no {capability.__name__}"})
+        return
+    if action == "message":
+        session = step.get("session")
+        messages[session] = messages.get(session, 0) + 1
+        message_id = f"{session}.m{messages[session]}"
+        message = {"message_id": message_id, "text": step.get("text"),
+                   "user": step.get("user"), "plan": list(step.get("tools"))}
+        history.add("op.message", "invoke", session=session, data={"message_id": message_id})
+        runtime.send_message(session, message)
+        history.add("op.message", "ok", session=session, data={"message_id": message_id})
+    elif action in ("answer", "background"):
+        session = step.get("session")
+        cards = _open_cards(runtime, session, engine, session in messages)
+        kind = f"op.{action}"
+        if not cards:
+            reason = "no open card" if session in messages else "unknown session"
+            history.add(kind, "invoke", session=session)
+            # The history keeps its words of before: same seed, same bytes.
+            history.add(kind, "fail", session=session, data={"reason": "no open card"})
+            notes.append(f"step {number} ({_step_label(step)}) dropped: {reason}"
+                         + ("" if session in messages else
+                            " (no message was sent to it before)"))
+            return
+        card = cards[0]
+        data = {"decision": step.get("decision")} if action == "answer" else {}
+        history.add(kind, "invoke", session=session, turn=card.turn, tool_call=card.tool_call,
+                    data=data)
+        if action == "answer":
+            runtime.answer(card.tool_call, step.get("decision"), step.get("user"))
+        else:
+            runtime.background(session, card.tool_call)
+        history.add(kind, "ok", session=session, turn=card.turn, tool_call=card.tool_call)
+    elif action == "cancel":
+        session = step.get("session")
+        if session not in messages:
+            notes.append(f"step {number} ({_step_label(step)}): unknown session (no "
+                         "message was sent to it before)")
+        history.add("op.cancel", "invoke", session=session)
+        runtime.cancel(session)
+        history.add("op.cancel", "ok", session=session)
+    elif action == "revoke":
+        runtime.world.directory.revoke(step.get("user"), step.get("tool"))
+    elif action == "grant":
+        runtime.world.directory.grant(step.get("user"), step.get("tool"))
+    elif action == "provider":
+        runtime.world.provider.inject(step.get("fault"), step.get("times"))
+        history.add("fault.provider", "info", data={"fault": step.get("fault"),
+                                                    "times": step.get("times")})
+    elif action == "deploy":
+        dep = runtime.deploy(step.get("version"))  # type: ignore[attr-defined]
+        history.add("fault.redeploy", "info", deployment=dep)
+    elif action == "gc-pause":
+        host = runtime.pause_host(step.get("host"), step.get("duration"))  # type: ignore[attr-defined]
+        history.add("fault.gc-pause", "info", host=host,
+                    data={"duration": step.get("duration")})
+    elif action == "crash":
+        host = runtime.crash_host(step.get("host"))  # type: ignore[attr-defined]
+        history.add("fault.crash", "info", host=host)
+    elif action == "arm":
+        runtime.arm(step.get("point"), step.get("action"),  # type: ignore[attr-defined]
+                    step.get("duration"), step.get("times"))
+        history.add("fault.arm", "info", data={"point": step.get("point"),
+                                               "action": step.get("action")})
+    elif action == "network":
+        runtime.toxic(step.get("link"), step.get("kind"),  # type: ignore[attr-defined]
+                      step.get("duration"))
+        history.add("fault.network", "info", data={"link": step.get("link"),
+                                                   "kind": step.get("kind"),
+                                                   "duration": step.get("duration")})
+    elif action == "clock-jump":
+        runtime.clock_jump(step.get("duration"))  # type: ignore[attr-defined]
+        history.add("fault.clock-jump", "info", data={"duration": step.get("duration")})
+
+
+def _open_cards(runtime: Runtime, session: str, engine: str, known: bool) -> list[Any]:
+    """The session's open cards, oldest first.
+
+    On a real engine the card is shown by another process, possibly a moment after the
+    schedule's time: drive the runtime on in small steps until one shows or `CARD_PATIENCE`
+    real seconds passed. The simulator is left exactly as it is (same seed, same history):
+    there a missing card is the schedule's own doing.
+    """
+    def cards() -> list[Any]:
+        return sorted(runtime.world.cards.open_cards(session), key=lambda c: c.shown_at)
+
+    found = cards()
+    if found or engine == "sim" or not known:
+        return found
+    give_up = wall() + CARD_PATIENCE
+    while not found and wall() < give_up:
+        runtime.advance(runtime.now() + CARD_STEP)
+        found = cards()
+    return found
+
+
+def _healed_at(schedule: Schedule) -> float | None:
+    heal = None
+    for step in schedule.steps:
+        if not step.is_fault:
+            continue
+        end = step.at
+        if step.action in ("gc-pause", "arm", "clock-jump", "network"):
+            end += float(step.get("duration") or 0.0)
+        elif step.action == "crash":
+            end += RESTART_AFTER
+        heal = end if heal is None else max(heal, end)
+    return heal
+
+
+def _fault_points(history: History) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for record in history.of_kind("faultpoint.reached"):
+        point = str(record.data.get("point"))
+        counts[point] = counts.get(point, 0) + 1
+    return counts
+
+
+def _alive(history: History) -> tuple[tuple[float, int], ...]:
+    alive = 0
+    series: list[tuple[float, int]] = []
+    for record in history:
+        if record.kind == "deployment.registered":
+            alive += 1
+        elif record.kind == "deployment.drained":
+            alive -= 1
+        else:
+            continue
+        if series and series[-1][0] == record.time:
+            series[-1] = (record.time, alive)
+        else:
+            series.append((record.time, alive))
+    return tuple(series)
+
+
+def _expected(schedule: Schedule) -> str | None:
+    if not schedule.expect:
+        return None
+    return ", ".join(f"{k}={v}" for k, v in schedule.expect)
+
+
+def _slug(text: str) -> str:
+    # At most 100 characters: a directory name has a limit (255 bytes on most filesystems).
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:100] or "run"
+
+
+def _save(outcome: RunOutcome, schedule: Schedule, history: History,
+          options: RunOptions) -> RunOutcome:
+    spec = options.adapter_spec
+    if options.report_dir is None:
+        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule))
+    keep = options.save_history and (schedule.source == "scenario" or outcome.failed
+                                      or outcome.unknown)
+    if not keep:
+        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule))
+    run_dir = options.report_dir / "runs" / _slug(outcome.adapter) / _slug(schedule.name)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    history_path = history.save(run_dir / "history.jsonl")
+    schedule_path = run_dir / "schedule.toml"
+    schedule_path.write_text(schedule.to_toml(), encoding="utf-8")
+    replay_from = schedule.path if schedule.source == "scenario" and schedule.path else None
+    return replace(outcome, history_path=str(history_path),
+                   replay_command=_replay(spec, replay_from or str(schedule_path), schedule))
+
+
+def _replay(spec: str, path: str | None, schedule: Schedule) -> str:
+    target = path if path else "<save the schedule below as schedule.toml> schedule.toml"
+    return f"durable-chaos replay --adapter {spec} {target}"

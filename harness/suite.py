@@ -1,0 +1,173 @@
+"""A whole chaos suite: scenario files, then generated schedules, per adapter.
+
+A suite (`run_suite`) runs the scenario files, then generated schedules (Hypothesis, shrunk
+to a minimal failing schedule), and writes histories, `index.html` and `junit.xml`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import harness.schedules.library as scenario_library
+from harness.adapters import load_adapter
+from harness.errors import AdapterUnavailable, Terminated, WorkerLost
+from harness.exploration import _suite_freezer
+from harness.fanout import default_workers, explore_fanned
+from harness.outcome import RunOutcome, SuiteOutcome
+from harness.progress import Progress
+from harness.run import RunOptions, run_schedule, wall
+from harness.schedules.model import Schedule
+
+
+def environment() -> dict[str, str]:
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": str(os.cpu_count()),
+        "durable-chaos": _version(),
+    }
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("durable-chaos")
+    except Exception:
+        return "unknown"
+
+
+class _CannotOpen(BaseException):
+    """The first run of an adapter could not open its runtime: stop the suite (a
+    BaseException, so that Hypothesis passes it through instead of shrinking it)."""
+
+    def __init__(self, spec: str, error: str) -> None:
+        self.spec, self.error = spec, error
+        super().__init__(error)
+
+
+def run_suite(
+    adapter_specs: Sequence[str],
+    scenarios: Sequence[Schedule],
+    *,
+    schedules: int,
+    seed: int,
+    time_budget: float | None = None,
+    report_dir: Path | None = Path("reports"),
+    progress: bool = True,
+    stream: Any = None,
+    run_timeout: float | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+) -> SuiteOutcome:
+    """Scenarios then generated schedules, per adapter; writes the report even if interrupted.
+
+    Generated schedules are fanned out over `workers` processes (default: every core for the
+    simulator, one for a real engine) or, with `ray` (an address or "local"), over a Ray
+    cluster; the seed alone decides which schedules run and their verdicts (harness.fanout).
+    A spent time budget or an interruption stops every worker and marks the suite
+    incomplete.
+
+    Raises `AdapterUnavailable` (after writing the report) when an adapter's `open()` fails on
+    its first run: every other run would fail the same way and prove nothing.
+    """
+    adapters = [(spec, load_adapter(spec)) for spec in adapter_specs]
+    started = wall()
+    deadline = started + time_budget if time_budget else None
+    runs: list[RunOutcome] = []
+    shrunk: list[RunOutcome] = []
+    complete = True
+    interrupted: str | None = None
+    cannot_open: _CannotOpen | None = None
+    lost: WorkerLost | None = None
+    total = len(adapters) * (len(scenarios) + schedules)
+    bar = Progress(total, stream, progress)
+    if report_dir is not None:
+        report_dir.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as outer:
+        try:
+            for spec, adapter in adapters:
+                stack = outer.enter_context(ExitStack())
+                stack.enter_context(_suite_freezer(adapter))
+                options = RunOptions(adapter_spec=spec, report_dir=report_dir,
+                                     run_timeout=run_timeout)
+                first = [True]
+
+                def record(outcome: RunOutcome, spec: str = spec,
+                           first: list[bool] = first) -> None:
+                    runs.append(outcome)
+                    bar.update(outcome)
+                    if first[0] and not outcome.opened:
+                        raise _CannotOpen(spec, outcome.error or "open() failed")
+                    first[0] = False
+
+                for scenario in scenarios:
+                    if deadline is not None and wall() > deadline:
+                        complete = False
+                        break
+                    record(run_schedule(adapter, scenario, options))
+                # The fan-out's parent waits on workers: no frozen clock there (each batch
+                # freezes its own).
+                stack.close()
+                if schedules > 0:
+                    result = explore_fanned(adapter, spec, schedules, seed, options,
+                                            workers=(workers if ray is not None else
+                                                     default_workers([adapter], workers)),
+                                            ray=ray, deadline=deadline, on_run=record)
+                    shrunk.extend(result.shrunk)
+                    for minimal in result.shrunk:
+                        bad = [r for r in minimal.results if r.valid is False]
+                        for r in bad:
+                            bar.message(f"minimal failing schedule ({len(_steps(minimal))} "
+                                        f"steps) for {r.checker}: {minimal.replay_command}")
+                    if result.out_of_time:
+                        complete = False
+                        bar.message(f"time budget spent after {result.examples} generated "
+                                    "schedule(s)")
+        except _CannotOpen as exc:
+            complete = False
+            cannot_open = exc
+        except WorkerLost as exc:
+            complete = False
+            lost = exc
+            bar.message(f"{exc}; writing the report of what ran so far")
+        except KeyboardInterrupt as exc:
+            complete = False
+            interrupted = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+            bar.message("interrupted: writing the report of what ran so far")
+        finally:
+            bar.close()
+    suite = SuiteOutcome(
+        adapters=tuple(adapter.name for _, adapter in adapters),
+        seed=seed,
+        scenario_sets=scenario_library.describe_sets(scenarios),
+        runs=tuple(runs),
+        wall_time=wall() - started,
+        complete=complete,
+        environment=environment(),
+        shrunk=tuple(shrunk),
+        interrupted=interrupted,
+    )
+    if report_dir is not None:
+        write_outputs(suite, report_dir)
+    if lost is not None:
+        raise lost
+    if cannot_open is not None:
+        raise AdapterUnavailable(f"adapter {cannot_open.spec!r} cannot run here: "
+                                 f"{cannot_open.error}")
+    return suite
+
+
+def _steps(outcome: RunOutcome) -> list[str]:
+    return [line for line in outcome.schedule_toml.splitlines() if line == "[[step]]"]
+
+
+def write_outputs(suite: SuiteOutcome, report_dir: Path) -> Path:
+    from harness.report import write_report
+
+    return write_report(suite, report_dir)
