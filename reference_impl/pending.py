@@ -206,6 +206,18 @@ def build_pending_service(ports: Ports, version: str) -> Service:
         call = row.call
         log = SessionLog(ports, call.session, ctx.host())
         await log.take_ownership()
+
+        async def ended_already() -> str | None:
+            return await log.final_result(call.tool_call)
+
+        # The call may have ended another way while it waited here: a new message ended its
+        # turn in the same instant as the call went to the background (the controller and
+        # this object decide apart, so neither saw the other). One final result per tool
+        # call, the first committed: an expiry after it writes and reports nothing.
+        ended = await run_step(ctx, f"final:{call.tool_call}#{row.wait}", ended_already)
+        if ended is not None:
+            _save(ctx, replace(row, phase="ended"))
+            return {"status": "ignored", "ended": ended}
         background = row.phase == "background"
         result = {"error": "no answer within max_wait"}
         await record_result(ctx, ports, log, call, "expired", result, close_card=True,
