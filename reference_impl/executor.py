@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from reference_impl import faultpoints
 from reference_impl.binding import JSON, Context, TerminalError
@@ -173,15 +173,23 @@ def intent_id(tool_call: str, run: int) -> str:
     return f"intent:{tool_call}#{run}"
 
 
+# Results that end a call's wait or its turn without saying what its effect did: a new
+# message or a cancel can end a turn while an answer's re-run has written its intent and not
+# yet learnt the effect's outcome, so after them the intent is still of unknown outcome.
+SILENT_ON_EFFECT: Final = frozenset(
+    {"ended_by_message", "cancelled", "expired", "background", "held"})
+
+
 def unresolved_intents(entries: list[LogEntry], tool_call: str) -> list[LogEntry]:
-    """Intents of `tool_call` with no tool result after them."""
+    """Intents of `tool_call` with no result of their effect after them."""
     unresolved: list[LogEntry] = []
     for entry in entries:
         if entry.payload.get("tool_call") != tool_call:
             continue
         if entry.kind == "tool_intent":
             unresolved.append(entry)
-        elif entry.kind == "tool_result":
+        elif (entry.kind == "tool_result"
+              and entry.payload.get("outcome") not in SILENT_ON_EFFECT):
             unresolved.clear()
     return unresolved
 

@@ -217,6 +217,13 @@ def build_pending_service(ports: Ports, version: str) -> Service:
         ended = await run_step(ctx, f"final:{call.tool_call}#{row.wait}", ended_already)
         if ended is not None:
             _save(ctx, replace(row, phase="ended"))
+
+            async def close() -> None:
+                # A confirmation card shown after the call ended (a re-run held on its
+                # intent) closes with the call's one result.
+                await ports.ui.close_card(tool_call=call.tool_call, outcome=str(ended))
+
+            await run_step(ctx, "close_card", close)
             return {"status": "ignored", "ended": ended}
         background = row.phase == "background"
         result = {"error": "no answer within max_wait"}

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import tomllib
 
+import pytest
+
 from harness.adapters import load_adapter
 from harness.runner import RunOptions, run_schedule
 from harness.schedules.scenario_file import parse_scenario
@@ -81,16 +83,60 @@ session = "s2"
 """
 
 
-def test_an_expiry_after_the_turn_ended_by_a_new_message_writes_no_second_result() -> None:
-    schedule = parse_scenario(tomllib.loads(BACKGROUND_AND_NEW_MESSAGE_AT_ONCE), "<test>",
-                              "background-and-new-message-at-once")
+# Found by `durable-chaos run --scenarios none --schedules 1000 --seed 3`: an answer's re-run
+# writes its intent and its host is paused right after; a new message ends the turn
+# ("ended_by_message" in the log); the re-run is retried on the other host, which took the
+# "ended_by_message" result for the intent's outcome and sent the email instead of holding.
+RERUN_RETRIED_AFTER_THE_TURN_ENDED = """
+name = "rerun-retried-after-the-turn-ended"
+seed = 0
+hosts = 2
+
+[[step]]
+at = "0s"
+do = "message"
+session = "s1"
+text = "m2"
+tools = ["send_email"]
+user = "alice"
+
+[[step]]
+at = "0s"
+do = "arm"
+point = "tool.after_intent"
+action = "pause"
+duration = "2m"
+times = 1
+
+[[step]]
+at = "302s"
+do = "answer"
+session = "s1"
+decision = "approve"
+user = "alice"
+
+[[step]]
+at = "303s"
+do = "message"
+session = "s1"
+text = "m1"
+tools = []
+user = "alice"
+"""
+
+
+@pytest.mark.parametrize(("text", "invariant"), [
+    (BACKGROUND_AND_NEW_MESSAGE_AT_ONCE, "turn-outcome"),
+    (RERUN_RETRIED_AFTER_THE_TURN_ENDED, "conservative-recovery"),
+], ids=["expiry-after-ended-by-message", "rerun-retried-after-ended-by-message"])
+def test_a_schedule_that_once_broke_the_reference_now_holds(text: str, invariant: str) -> None:
+    document = tomllib.loads(text)
+    schedule = parse_scenario(document, "<test>", document["name"])
     outcome = run_schedule(load_adapter("reference"), schedule, RunOptions(report_dir=None))
     verdicts = {r.checker: r.valid for r in outcome.results}
     assert outcome.error is None
-    assert verdicts["turn-outcome"] is True, [
+    assert verdicts[invariant] is True, [
         v.message for r in outcome.results for v in r.violations]
     assert all(v is True or v is None for v in verdicts.values()), verdicts
-    # The window was really reached: s2's call went to the background and its turn ended by
-    # the new message.
-    reached = {r.checker: r.reached for r in outcome.results}
-    assert reached["turn-outcome"]
+    # The window was really reached, so the verdict means something.
+    assert {r.checker: r.reached for r in outcome.results}[invariant]
