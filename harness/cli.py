@@ -24,7 +24,7 @@ from pathlib import Path
 from types import FrameType
 
 from harness.errors import ComponentUnavailable, Terminated, UsageError, WorkerLost
-from harness.outcome import SuiteOutcome, printable
+from harness.outcome import RunOutcome, SuiteOutcome, printable
 from harness.schedules.model import Schedule, parse_duration
 
 EPILOG = """\
@@ -78,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--restate-admin-url", default=None, metavar="URL",
                        help="its admin API, e.g. http://127.0.0.1:9070 "
                        "(env DURABLE_CHAOS_RESTATE_ADMIN_URL)")
+        p.add_argument("--invariants", default=None, metavar="NAME,...",
+                       help="judge only these invariants (comma list), overriding each "
+                       "adapter's `claims`; the others are shown 'not claimed' and never "
+                       "fail the run")
         p.add_argument("--components", default=None,
                        metavar="processes|containers",
                        help="how the real path runs restate-server, PostgreSQL, Toxiproxy and "
@@ -242,6 +246,7 @@ def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
                     by_invariant.setdefault(result.checker, []).append(f"{run.name}: {first}")
         for invariant, examples in by_invariant.items():
             lines.append(f"  {invariant}: {len(examples)} run(s), e.g. {examples[0]}")
+        lines.extend(_capability_lines(runs))
     if suite.scenario_sets:
         lines.append(f"scenario sets: {', '.join(suite.scenario_sets)}")
     for minimal in suite.shrunk:
@@ -253,6 +258,37 @@ def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
         lines.append("the run was incomplete (out of time budget)")
     lines.append(f"report: {report_dir / 'index.html'}  junit: {report_dir / 'junit.xml'}")
     return printable("\n".join(lines))
+
+
+def _capability_lines(runs: Sequence[RunOutcome]) -> list[str]:
+    """Steps the runtime could not take, and invariants it does not claim: never a pass."""
+    from harness.report.summary import skipped_kinds, unclaimed_of
+
+    lines = []
+    kinds = skipped_kinds(runs)
+    if kinds:
+        lines.append("  skipped steps (the runtime lacks what they need): "
+                     + "; ".join(k.describe() for k in kinds) + f"; e.g. {kinds[0].example}")
+    for item in unclaimed_of(runs):
+        verdict = (f"would fail in {item.would_fail} run(s), e.g. {item.example}"
+                   if item.would_fail else "no violation seen")
+        lines.append(f"  {item.invariant}: not claimed (never fails the run): {verdict}")
+    return lines
+
+
+def _invariants(value: str | None) -> tuple[str, ...] | None:
+    """`--invariants a,b`, each name checked (the nearest valid name if unknown)."""
+    if value is None:
+        return None
+    from harness.adapters.base import check_invariant_names
+    from harness.checkers import ALL
+
+    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    if not names:
+        raise UsageError("--invariants: expected a comma list of invariant names such as "
+                         f"{ALL[0].name},{ALL[1].name}")
+    check_invariant_names(names, [c.name for c in ALL], "--invariants")
+    return names
 
 
 def _note_kinds(notes: Iterable[str]) -> str:
@@ -369,12 +405,15 @@ def _dispatch(args: argparse.Namespace) -> int:
             scenarios = []
             schedules = _int(args.schedules, "--schedules")
             seed = _int(args.seed, "--seed")
+    invariants = _invariants(getattr(args, "invariants", None))
     for spec in adapters:
-        preflight(spec, load_adapter(spec))  # fail early, before anything runs
+        adapter = load_adapter(spec)
+        preflight(spec, adapter)  # fail early, before anything runs
+        _claims_checked(adapter, invariants)
     report_dir = _report_dir(args.report_dir)
     suite = run_suite(adapters, scenarios, schedules=schedules, seed=seed, time_budget=budget,
                       report_dir=report_dir, progress=not args.quiet, run_timeout=run_timeout,
-                      workers=workers, ray=ray)
+                      workers=workers, ray=ray, invariants=invariants)
     print(_summary(suite, report_dir))
     status = exit_status(suite, args.allow_unknown)
     if status == EXIT_UNKNOWN and not suite.runs:
@@ -384,6 +423,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"durable-chaos: could not judge: {suite.unknown_runs} run(s) unknown (see the "
               "report; --allow-unknown exits 0 instead)", file=sys.stderr)
     return status
+
+
+def _claims_checked(adapter: object, invariants: tuple[str, ...] | None) -> None:
+    """An adapter's `claims` name known invariants (else exit 2 naming the nearest)."""
+    from harness.adapters.base import claimed_invariants
+    from harness.checkers import ALL
+
+    claimed_invariants(adapter, invariants, [c.name for c in ALL])
 
 
 if __name__ == "__main__":

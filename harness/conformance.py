@@ -74,6 +74,7 @@ RUNNER_EVENTS: Final = frozenset({
     "op.message", "op.answer", "op.background", "op.cancel",
     "fault.redeploy", "fault.deploy", "fault.gc-pause", "fault.crash", "fault.arm",
     "fault.clock-jump", "fault.provider", "fault.heal", "run.end", "run.error",
+    "step.skipped",
 })
 FINAL_STATE: Final = frozenset({"threadlog.committed", "threadlog.owner"})
 VOCABULARY: Final[frozenset[str]] = (
@@ -190,7 +191,7 @@ class _Contract:
     def runtime_face(self, runtime: Any) -> None:
         if not isinstance(runtime, Runtime):
             missing = [name for name in ("world", "now", "advance", "send_message", "answer",
-                                         "background", "cancel", "finish", "close")
+                                         "finish", "close")
                        if not hasattr(runtime, name)]
             self.fail("open", f"open(ctx) returned {type(runtime).__name__}, which lacks "
                       f"{', '.join(missing)}", "return a harness.adapters.base.Runtime")
@@ -291,7 +292,12 @@ class _Contract:
             host = self.call("crash", "crash_host('any')", lambda: runtime.crash_host("any"))
             self.host_event("crash", "crash_host('any')", host, mark, "host.crashed")
         armed = len(self.history)
-        if isinstance(runtime, FaultPoints):
+        if callable(getattr(runtime, "arm", None)) and not isinstance(runtime, FaultPoints):
+            self.fail("arm", "the runtime has arm() but no `points`, so every arm step would "
+                      "be skipped", "declare the fault points it supports: `points = (...)`")
+        # A runtime whose declared points leave out the one every turn reaches is not asked.
+        armable = isinstance(runtime, FaultPoints) and _POINT in runtime.points
+        if armable and isinstance(runtime, FaultPoints):
             self.call("arm", f"arm({_POINT!r}, 'pause', {small:g}, 1)",
                       lambda: runtime.arm(_POINT, "pause", small, 1))
         if isinstance(runtime, ClockEffects):
@@ -312,7 +318,7 @@ class _Contract:
         self.send(runtime, stage, session, [])
         self.turn_runs(runtime, stage, session, mark,
                        limit=2 * _PATIENCE + 60 * self.unit)
-        if isinstance(runtime, FaultPoints):
+        if armable:
             reached = [r for r in self.after(armed, "faultpoint.reached")
                        if r.get("point") == _POINT]
             if not reached:

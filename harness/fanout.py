@@ -56,6 +56,8 @@ class BatchJob:
     # Epoch seconds (time.time), so that it means the same on every node of a cluster.
     deadline: float | None = None
     invariant: str | None = None
+    # The invariants judged (`RunOptions.invariants`): None, the adapter's own claims.
+    invariants: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -76,11 +78,12 @@ def batch_seed(seed: int, index: int) -> int:
 
 
 def plan(spec: str, count: int, seed: int, *, run_timeout: float | None = None,
-         deadline: float | None = None, invariant: str | None = None) -> list[BatchJob]:
+         deadline: float | None = None, invariant: str | None = None,
+         invariants: tuple[str, ...] | None = None) -> list[BatchJob]:
     jobs = []
     for index, start in enumerate(range(0, count, BATCH)):
         jobs.append(BatchJob(spec, index, batch_seed(seed, index), min(BATCH, count - start),
-                             run_timeout, deadline, invariant))
+                             run_timeout, deadline, invariant, invariants))
     return jobs
 
 
@@ -99,7 +102,7 @@ def run_batch(job: BatchJob) -> BatchResult:
     histories: list[tuple[int, str]] = []
     with tempfile.TemporaryDirectory(prefix="durable-chaos-batch-") as tmp:
         options = RunOptions(adapter_spec=job.adapter_spec, report_dir=Path(tmp),
-                             run_timeout=job.run_timeout)
+                             run_timeout=job.run_timeout, invariants=job.invariants)
 
         def on_run(outcome: RunOutcome) -> None:
             if outcome.history_path is not None:
@@ -295,7 +298,7 @@ def explore_fanned(
     started = wall()
     epoch_deadline = None if deadline is None else _REAL["time"]() + (deadline - wall())
     jobs = plan(spec, count, seed, run_timeout=options.run_timeout, deadline=epoch_deadline,
-                invariant=invariant)
+                invariant=invariant, invariants=options.invariants)
     found = Exploration([], [])
     backend = backend_for(workers, ray)
     pending: dict[int, BatchResult] = {}

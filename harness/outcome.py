@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.checkers.base import Result
+from harness.history import fmt_duration
 
 
 def printable(text: str) -> str:
@@ -17,6 +18,20 @@ def printable(text: str) -> str:
         return text
     return "".join(ch if ch.isprintable() or ch in "\n\t" else
                    ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+@dataclass(frozen=True)
+class SkippedStep:
+    """A step of the schedule the runtime could not take, and the capability it lacks."""
+
+    step: int  # its position in the schedule
+    action: str  # "background", "provider", "arm", ...
+    at: float  # scenario seconds
+    lacks: str  # "Backgroundable", "world endpoint 'provider'", "fault point 'x'"
+
+    def describe(self) -> str:
+        return (f"step {self.step} ({self.action} at {fmt_duration(self.at)}) skipped: the "
+                f"runtime lacks {self.lacks}")
 
 
 @dataclass(frozen=True)
@@ -46,6 +61,12 @@ class RunOutcome:
     # Steps applied late, dropped (an answer with no open card, an unknown session) or
     # skipped (a fault the runtime lacks the capability for), one line each.
     step_notes: tuple[str, ...] = ()
+    # Steps not applied because the runtime lacks what they need (one per step).
+    skipped_steps: tuple[SkippedStep, ...] = ()
+    # Invariants the adapter's design does not claim (its `claims`, or `--invariants`): still
+    # judged, for the reader, but never a failure or an unknown of the run. `results` holds
+    # the claimed ones only.
+    unclaimed: tuple[Result, ...] = ()
 
     @property
     def failed(self) -> bool:

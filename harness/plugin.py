@@ -111,6 +111,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "Docker containers. ini: chaos_components",
     )
     parser.addini("chaos_components", "default of --chaos-components", default="")
+    group.addoption(
+        "--chaos-invariants", dest="chaos_invariants", default=None, metavar="NAME,...",
+        help="judge only these invariants (comma list), overriding each adapter's `claims`; "
+        "the others are shown 'not claimed' and their generated items are skipped. ini: "
+        "chaos_invariants",
+    )
+    parser.addini("chaos_invariants", "default of --chaos-invariants (whitespace or comma "
+                  "list)", type="args", default=[])
     parser.addini("chaos_adapter", "default of --chaos-adapter (whitespace or comma list)",
                   type="args", default=[])
     parser.addini("chaos_seed", "default of --chaos-seed", default="")
@@ -134,6 +142,8 @@ class ChaosSettings:
     seed_note: str = ""  # how the seed was chosen, for the header
     run_timeout: float | None = None  # None: the engine's default; math.inf: no limit
     workers: int = 1  # processes each generated item fans out over (harness.fanout)
+    # --chaos-invariants: overrides the adapters' `claims`; None keeps them.
+    invariants: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -153,7 +163,16 @@ class ChaosState:
         from harness.runner import RunOptions
 
         return RunOptions(adapter_spec=spec, report_dir=self.settings.report_dir,
-                          run_timeout=self.settings.run_timeout)
+                          run_timeout=self.settings.run_timeout,
+                          invariants=self.settings.invariants)
+
+    def claimed(self, spec: str) -> tuple[str, ...]:
+        """The invariants the runs of adapter `spec` are judged by."""
+        from harness.adapters.base import claimed_invariants
+        from harness.checkers import ALL
+
+        return claimed_invariants(self.adapters[spec], self.settings.invariants,
+                                  [c.name for c in ALL])
 
     def contract(self, spec: str) -> str | None:
         """Check the adapter contract once per process; the failure message, or None."""
@@ -248,7 +267,30 @@ def _resolve(config: pytest.Config) -> ChaosSettings | None:
         seed_note=note,
         run_timeout=_run_timeout(config),
         workers=_workers(config),
+        invariants=_invariants(config),
     )
+
+
+def _invariants(config: pytest.Config) -> tuple[str, ...] | None:
+    raw, where = _Source(config, "--chaos-invariants", "chaos_invariants").value()
+    if raw is None:
+        return None
+    from harness.adapters.base import check_invariant_names
+    from harness.checkers import ALL
+    from harness.errors import UsageError
+
+    items = raw if isinstance(raw, list) else [raw]
+    names = tuple(dict.fromkeys(n.strip() for item in items for n in str(item).split(",")
+                                if n.strip()))
+    known = [c.name for c in ALL]
+    if not names:
+        raise pytest.UsageError(f"{where}: expected a comma list of invariant names such as "
+                                f"{known[0]},{known[1]}")
+    try:
+        check_invariant_names(names, known, where)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return names
 
 
 def _workers(config: pytest.Config) -> int:
@@ -373,6 +415,7 @@ def pytest_configure(config: pytest.Config) -> None:
             adapters[spec] = load_adapter(spec)
             # A missing component is a configuration error, found before any item runs.
             preflight(spec, adapters[spec])
+            _claims_checked(adapters[spec], settings.invariants)
         except UsageError as exc:
             raise pytest.UsageError(f"{adapter_where}: {exc}") from None
         except Exception as exc:  # an adapter whose module or constructor fails
@@ -394,6 +437,14 @@ def pytest_configure(config: pytest.Config) -> None:
     cache = getattr(config, "cache", None)
     if cache is not None and getattr(config, "workerinput", None) is None:
         cache.set(CACHE_KEY, settings.seed)
+
+
+def _claims_checked(adapter: Adapter, invariants: tuple[str, ...] | None) -> None:
+    """An adapter's `claims` name known invariants (a UsageError naming the nearest)."""
+    from harness.adapters.base import claimed_invariants
+    from harness.checkers import ALL
+
+    claimed_invariants(adapter, invariants, [c.name for c in ALL])
 
 
 def _load_scenarios(config: pytest.Config, path: Path | None) -> list[Schedule]:
@@ -546,7 +597,7 @@ def _from_json(data: dict[str, Any]) -> RunOutcome:
     from dataclasses import fields
 
     from harness.checkers.base import Result, Violation
-    from harness.outcome import RunOutcome
+    from harness.outcome import RunOutcome, SkippedStep
 
     known = {f.name for f in fields(RunOutcome)}
     values = {k: v for k, v in data.items() if k in known}
@@ -556,6 +607,12 @@ def _from_json(data: dict[str, Any]) -> RunOutcome:
                r["reached"], r["note"], dict(r["stats"]))
         for r in data["results"])
     values["skipped_faults"] = tuple(data.get("skipped_faults", ()))
+    values["skipped_steps"] = tuple(SkippedStep(**skip) for skip in data.get("skipped_steps", ()))
+    values["unclaimed"] = tuple(
+        Result(r["checker"], r["valid"],
+               tuple(Violation(v["message"], tuple(v["records"])) for v in r["violations"]),
+               r["reached"], r["note"], dict(r["stats"]))
+        for r in data.get("unclaimed", ()))
     values["step_notes"] = tuple(data.get("step_notes", ()))
     values["alive"] = tuple((float(t), int(n)) for t, n in data.get("alive", ()))
     return RunOutcome(**values)
@@ -675,6 +732,10 @@ class InvariantItem(_ChaosItem):
         from harness.runner import run_schedule
 
         adapter = self.adapter()
+        if self.invariant not in self.state.claimed(self.spec):
+            from harness.report.summary import not_claimed_note
+
+            pytest.skip(not_claimed_note(self.spec))
         settings = self.state.settings
         seed = item_seed(settings.seed, self.nodeid)
         options = self.state.options(self.spec)

@@ -4,11 +4,15 @@ The lifecycle of one run (`run_schedule`), written once:
 
 1. The adapter opens a runtime for the schedule's seed, with a fresh history.
 2. For each step in time order: let the runtime run until the step's time, then apply it
-   (a person's message or answer, an operator's deploy, a fault). A fault whose capability
-   the runtime lacks is skipped and recorded as skipped.
+   (a person's message or answer, an operator's deploy, a fault). A step that needs what the
+   runtime lacks (a capability protocol, a world endpoint, a fault point it does not
+   declare; see `harness.adapters.base.lacking`) is not applied: it is recorded as skipped
+   (`step.skipped`, `RunOutcome.skipped_steps`) with what it lacks.
 3. Let the runtime run to the horizon (past the last wait's expiry), record when the faults
    healed, let the runtime record its final committed state, mark the end.
-4. Every checker judges the history; an adapter that crashes makes the run "unknown".
+4. Every checker judges the history; an adapter that crashes makes the run "unknown". The
+   invariants the adapter does not claim (`claimed_invariants`) are judged too but kept
+   apart (`RunOutcome.unclaimed`): they never fail the run or make it unknown.
 """
 
 from __future__ import annotations
@@ -22,14 +26,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.adapters import CAPABILITY_OF, Adapter, RunContext, Runtime
+from harness.adapters import Adapter, RunContext, Runtime, claimed_invariants, lacking
 from harness.checkers import ALL
 from harness.checkers.base import CheckConfig, Checker, Result, run_checkers
 from harness.clock import wall_clock_follows
 from harness.errors import AdapterUnavailable, RunTimeout
 from harness.history import History, fmt_duration
-from harness.outcome import RunOutcome
-from harness.schedules.model import Schedule, Step
+from harness.outcome import RunOutcome, SkippedStep
+from harness.schedules.model import FAULT_ACTIONS, Schedule, Step
 from harness.sim import Simulator
 from harness.watchdog import Watchdog
 
@@ -52,6 +56,9 @@ class RunOptions:
     # Wall-clock limit of one run in seconds: None is the engine's default
     # (`DEFAULT_RUN_TIMEOUT`), math.inf none at all.
     run_timeout: float | None = None
+    # The invariants to judge the run by (`--invariants`, `chaos_invariants`); None: the
+    # adapter's own `claims`, else all of `checkers`.
+    invariants: tuple[str, ...] | None = None
 
 
 # A simulated run takes milliseconds, so a minute means it hangs; a real one starts servers
@@ -87,7 +94,7 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
     """Run one schedule; see the module docstring for the lifecycle."""
     history = History(wall=None if adapter.engine == "sim" else _REAL["time"])
     started = wall()
-    skipped: list[str] = []
+    skipped: list[SkippedStep] = []
     notes: list[str] = []
     error: str | None = None
     runtime: Runtime | None = None
@@ -100,6 +107,8 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
     except Exception as exc:  # a user's adapter: its own bug, named, not a traceback
         raise AdapterUnavailable(f"adapter {adapter.name!r}: check_config() raised "
                                  f"{type(exc).__name__}: {exc}") from None
+    claimed = set(claimed_invariants(adapter, options.invariants,
+                                     _known(options.checkers)))
     try:
         # The watchdog ends a run blocked anywhere in the adapter (see harness.watchdog);
         # after it fired the runtime is only closed, never driven again.
@@ -139,10 +148,11 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
     error = error or closing
     elapsed = wall() - started
     if error is None:
-        results = tuple(run_checkers(options.checkers, history, check_config))
+        judged = tuple(run_checkers(options.checkers, history, check_config))
     else:
-        results = tuple(Result(c.name, None, reached=False, note=f"adapter crashed: {error}")
-                        for c in options.checkers)
+        judged = tuple(Result(c.name, None, reached=False, note=f"adapter crashed: {error}")
+                       for c in options.checkers)
+    results = tuple(r for r in judged if r.checker in claimed)
     outcome = RunOutcome(
         name=schedule.name,
         adapter=adapter.name,
@@ -155,14 +165,21 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         wall_time=elapsed,
         faults=schedule.faults(),
         fault_points=_fault_points(history),
-        skipped_faults=tuple(skipped),
+        skipped_faults=tuple(s.action for s in skipped if s.action in FAULT_ACTIONS),
         error=error,
         expected=_expected(schedule),
         alive=_alive(history),
         opened=opened,
         step_notes=tuple(notes),
+        skipped_steps=tuple(skipped),
+        unclaimed=tuple(r for r in judged if r.checker not in claimed),
     )
     return _save(outcome, schedule, history, options)
+
+
+def _known(checkers: Sequence[Checker]) -> list[str]:
+    """Invariant names `claims` and `--invariants` may use: the built-in ones and the run's."""
+    return list(dict.fromkeys([c.name for c in ALL] + [c.name for c in checkers]))
 
 
 def _close(runtime: Runtime | None) -> str | None:
@@ -209,18 +226,20 @@ def follow_wall_clock(runtime: Runtime, engine: str = "sim") -> Iterator[None]:
         yield
 
 
-def _apply(runtime: Runtime, step: Step, history: History, skipped: list[str],
+def _apply(runtime: Runtime, step: Step, history: History, skipped: list[SkippedStep],
            messages: dict[str, int], engine: str = "sim", notes: list[str] | None = None,
            number: int = 0) -> None:
     action = step.action
     notes = notes if notes is not None else []
-    capability = CAPABILITY_OF.get(action)
-    if capability is not None and not isinstance(runtime, capability):
-        skipped.append(action)
-        notes.append(f"step {number} ({_step_label(step)}) skipped: the runtime has no "
-                     f"{capability.__name__}")
-        history.add(f"fault.{action}", "info", data={"skipped": True,
-                                                     "reason": f"no {capability.__name__}"})
+    lacks = lacking(runtime, action, step.get("point"))
+    if lacks is not None:
+        # Not applied, and said so: a step the runtime cannot take must not read as a step
+        # it took and survived.
+        skipped.append(SkippedStep(number, action, step.at, lacks))
+        notes.append(f"step {number} ({_step_label(step)}) skipped: the runtime lacks "
+                     f"{lacks}")
+        history.add("step.skipped", "info", data={"step": number, "action": action,
+                                                  "lacks": lacks})
         return
     if action == "message":
         session = step.get("session")
@@ -251,7 +270,7 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[str],
         if action == "answer":
             runtime.answer(card.tool_call, step.get("decision"), step.get("user"))
         else:
-            runtime.background(session, card.tool_call)
+            runtime.background(session, card.tool_call)  # type: ignore[attr-defined]
         history.add(kind, "ok", session=session, turn=card.turn, tool_call=card.tool_call)
     elif action == "cancel":
         session = step.get("session")
@@ -259,7 +278,7 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[str],
             notes.append(f"step {number} ({_step_label(step)}): unknown session (no "
                          "message was sent to it before)")
         history.add("op.cancel", "invoke", session=session)
-        runtime.cancel(session)
+        runtime.cancel(session)  # type: ignore[attr-defined]
         history.add("op.cancel", "ok", session=session)
     elif action == "revoke":
         runtime.world.directory.revoke(step.get("user"), step.get("tool"))

@@ -64,12 +64,14 @@ def run_suite(
     run_timeout: float | None = None,
     workers: int | None = None,
     ray: str | None = None,
+    invariants: Sequence[str] | None = None,
 ) -> SuiteOutcome:
     """Scenarios then generated schedules, per adapter; writes the report even if interrupted.
 
     Generated schedules are fanned out over `workers` processes (default: every core for the
     simulator, one for a real engine) or, with `ray` (an address or "local"), over a Ray
     cluster; the seed alone decides which schedules run and their verdicts (harness.fanout).
+    `invariants` overrides every adapter's `claims` (`--invariants`).
     A spent time budget or an interruption stops every worker and marks the suite
     incomplete.
 
@@ -95,7 +97,9 @@ def run_suite(
                 stack = outer.enter_context(ExitStack())
                 stack.enter_context(_suite_freezer(adapter))
                 options = RunOptions(adapter_spec=spec, report_dir=report_dir,
-                                     run_timeout=run_timeout)
+                                     run_timeout=run_timeout,
+                                     invariants=None if invariants is None
+                                     else tuple(invariants))
                 first = [True]
 
                 def record(outcome: RunOutcome, spec: str = spec,

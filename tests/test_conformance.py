@@ -48,6 +48,7 @@ class Wrapped:
 
     def __init__(self, inner: SimRuntime) -> None:
         self.inner = inner
+        self.points = inner.points
         self.world: World = inner.world
         self.history: History = inner.history
 
@@ -224,7 +225,7 @@ BREAKS = [
     (ClockStuck, "clock-jump: clock_jump(10) moved now() from *"),
     (AdvanceStops, "open: advance(1) returned at now()=0.5"),
     (NotARuntime, "open: open(ctx) returned NotARuntime, which lacks now, advance, "
-     "send_message, answer, background, cancel, finish, close"),
+     "send_message, answer, finish, close"),
     (CloseFails, "close: close() raised RuntimeError: socket already closed"),
 ]
 

@@ -20,6 +20,7 @@ from harness.checkers.base import CheckConfig
 from harness.components.net import wait_until
 from harness.components.procs import ProcessGroup
 from harness.observers import DbosObserver, WorkerHosts
+from harness.observers.hosts import POINTS
 from harness.world_server import WorldServer
 
 from .settings import Settings, current
@@ -28,7 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class ApprovalRuntime:
-    """Capabilities: Redeployable, Crashable, Pausable, FaultPoints."""
+    """Redeployable, Crashable, Pausable, FaultPoints, Cancellable; calls the world's model."""
+
+    world_endpoints, points = ("provider",), tuple(POINTS)
 
     def __init__(self, ctx: RunContext, s: Settings) -> None:
         self.s, self._t0 = s, time.monotonic()
@@ -88,9 +91,6 @@ class ApprovalRuntime:
 
     def answer(self, tool_call: str, decision: str, user: str) -> None:
         self.client.send(self.world.state.cards[tool_call].turn, decision, topic="answer")
-
-    def background(self, session: str, tool_call: str) -> None:
-        pass  # the agent has no background mode
 
     def cancel(self, session: str) -> None:
         for turn in [t for t, (s, _, _) in self.turns.items() if s == session]:

@@ -21,11 +21,19 @@ from harness.checkers.base import CheckConfig
 from harness.world import World
 from my_runtime.app import build_app
 from reference_impl.binding import App
+from reference_impl.faultpoints import POINTS
 from reference_impl.ports import Config, Ports
 
 
 class MyRuntime:
-    """One run of my application. Capabilities: Redeployable, Crashable, FaultPoints."""
+    """One run of my application. Capabilities: Backgroundable, Cancellable, Redeployable,
+    Crashable, FaultPoints (with the points it supports)."""
+
+    # The app's ports are the harness world's own: its model calls and access checks reach
+    # the world's provider and identity, so provider faults and revocations reach it too.
+    world_endpoints = ("provider", "identity")
+    # Its code names its fault points with reference_impl.faultpoints, so it stops at all.
+    points = tuple(POINTS)
 
     def __init__(self, ctx: RunContext, hand_off: bool) -> None:
         def build(ports: Ports, version: str) -> App:
@@ -48,12 +56,6 @@ class MyRuntime:
     def answer(self, tool_call: str, decision: str, user: str) -> None:
         self._engine.answer(tool_call, decision, user)
 
-    def background(self, session: str, tool_call: str) -> None:
-        self._engine.background(session, tool_call)
-
-    def cancel(self, session: str) -> None:
-        self._engine.cancel(session)
-
     def finish(self) -> None:
         self._engine.finish()
 
@@ -61,6 +63,12 @@ class MyRuntime:
         self._engine.close()
 
     # -- optional capabilities (each one a small protocol of harness.adapters.base)
+
+    def background(self, session: str, tool_call: str) -> None:  # Backgroundable
+        self._engine.background(session, tool_call)
+
+    def cancel(self, session: str) -> None:  # Cancellable
+        self._engine.cancel(session)
 
     def deploy(self, version: str) -> str:  # Redeployable
         return self._engine.deploy(version)

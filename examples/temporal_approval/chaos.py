@@ -23,6 +23,7 @@ from harness.components.net import free_port, wait_until
 from harness.components.procs import ProcessGroup
 from harness.errors import ComponentUnavailable
 from harness.observers import TemporalObserver, WorkerHosts
+from harness.observers.hosts import POINTS
 from harness.world_server import WorldServer
 
 from .agent import TASK_QUEUE, ApprovalAgent, Message
@@ -34,7 +35,9 @@ TEMPORAL = Path(sys.executable).parent / "temporal"  # the dev server, from PyPI
 
 
 class ApprovalRuntime:
-    """Capabilities: Redeployable, Crashable, Pausable, FaultPoints."""
+    """Redeployable, Crashable, Pausable, FaultPoints, Cancellable; calls the world's model."""
+
+    world_endpoints, points = ("provider",), tuple(POINTS)
 
     def __init__(self, ctx: RunContext, s: Settings) -> None:
         self.s, self._t0 = s, time.monotonic()
@@ -108,9 +111,6 @@ class ApprovalRuntime:
     def answer(self, tool_call: str, decision: str, user: str) -> None:
         turn = self.world.state.cards[tool_call].turn
         self.loop.run(self.client.get_workflow_handle(turn).signal(ApprovalAgent.answer, decision))
-
-    def background(self, session: str, tool_call: str) -> None:
-        pass  # the agent has no background mode
 
     def cancel(self, session: str) -> None:
         for turn in [t for t, (s, _, _) in self.turns.items() if s == session]:

@@ -9,33 +9,49 @@ from collections.abc import Callable
 
 from harness.adapters.base import (
     CAPABILITY_OF,
+    ENDPOINT_OF,
+    WORLD_ENDPOINTS,
     Adapter,
+    Backgroundable,
+    Cancellable,
     ClockEffects,
     Crashable,
     FaultPoints,
+    NetworkFaults,
     Pausable,
     Preflight,
     Redeployable,
     RunContext,
     Runtime,
+    claimed_invariants,
+    lacking,
+    world_endpoints,
 )
 from harness.errors import AdapterNotFound, AdapterUnavailable, DurableChaosError, UsageError
 
 __all__ = [
     "CAPABILITY_OF",
+    "ENDPOINT_OF",
+    "WORLD_ENDPOINTS",
     "Adapter",
+    "Backgroundable",
+    "Cancellable",
     "ClockEffects",
     "Crashable",
     "FaultPoints",
+    "NetworkFaults",
     "Pausable",
     "Preflight",
     "Redeployable",
     "RunContext",
     "Runtime",
     "builtin_names",
+    "claimed_invariants",
     "describe_builtin",
+    "lacking",
     "load_adapter",
     "preflight",
+    "world_endpoints",
 ]
 
 

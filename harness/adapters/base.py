@@ -1,10 +1,21 @@
 """The adapter protocol: how the harness drives a runtime and what it observes.
 
 An adapter connects the harness to one runtime. `Adapter.open(ctx)` starts a runtime for one
-run; the `Runtime` drives it (messages, answers, background, cancel, letting time pass) and
-exposes the world it acts on. Faults are optional capabilities, small separate protocols: a
-runtime that cannot be paused simply lacks `Pausable`, the faults that need it are skipped and
-the report says which.
+run; the `Runtime` drives it (messages, answers, letting time pass) and exposes the world it
+acts on. Everything else is optional, so that a runtime never has to fake what it cannot do:
+
+- small separate protocols: `Backgroundable`, `Cancellable`, `Pausable`, `Crashable`,
+  `Redeployable`, `FaultPoints` (with the list of `points` it supports), `ClockEffects`,
+  `NetworkFaults`;
+- declared attributes of the runtime: `world_endpoints`, the parts of the harness's world its
+  code really calls ("provider": the model provider, so provider faults reach it; "identity":
+  the identity/catalog, so access revocation reaches it). The world object exists either way,
+  so only a declaration can tell the harness that a fault there would change anything.
+
+A step that needs what the runtime lacks is not applied: the run records it as skipped, with
+the capability it lacks (`lacking`), and the CLI summary, the report and JUnit list it. It
+is never counted as a step that passed. An adapter may also say which invariants its design
+promises (`claims`, see `claimed_invariants`); the others are shown "not claimed".
 
 What the harness observes comes through the history: the runtime writes its events there
 (the simulator's own events, the reference implementation's observations, the world's
@@ -13,10 +24,13 @@ deliveries), and `finish()` records the final committed state (thread logs).
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from difflib import get_close_matches
+from typing import Any, Protocol, runtime_checkable
 
 from harness.checkers.base import CheckConfig
+from harness.errors import UsageError
 from harness.history import History
 from harness.world import World
 from reference_impl.ports import Config
@@ -48,15 +62,26 @@ class Runtime(Protocol):
 
     def answer(self, tool_call: str, decision: str, user: str) -> None: ...
 
-    def background(self, session: str, tool_call: str) -> None: ...
-
-    def cancel(self, session: str) -> None: ...
-
     def finish(self) -> None:
         """Record the final committed state (e.g. the thread logs) into the history."""
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Backgroundable(Protocol):
+    """A runtime whose tool calls can be sent to the background (the turn resumes with a
+    placeholder; the real result arrives later as a new message)."""
+
+    def background(self, session: str, tool_call: str) -> None: ...
+
+
+@runtime_checkable
+class Cancellable(Protocol):
+    """A runtime whose sessions can be cancelled (stop the turn, stop spending)."""
+
+    def cancel(self, session: str) -> None: ...
 
 
 @runtime_checkable
@@ -80,6 +105,15 @@ class Redeployable(Protocol):
 
 @runtime_checkable
 class FaultPoints(Protocol):
+    """A runtime that stops at named points of its code when a schedule arms them.
+
+    `points` lists the names it supports; arming any other point is a skipped step naming
+    the point (a point the code never reaches would otherwise pass as "armed, nothing
+    happened").
+    """
+
+    points: Collection[str]
+
     def arm(self, point: str, action: str, duration: float, times: int) -> None:
         """At the next `times` arrivals at `point`, crash or pause the host running there."""
         ...
@@ -111,7 +145,9 @@ class NetworkFaults(Protocol):
         ...
 
 
-CAPABILITY_OF = {
+CAPABILITY_OF: dict[str, type] = {
+    "background": Backgroundable,
+    "cancel": Cancellable,
     "network": NetworkFaults,
     "gc-pause": Pausable,
     "crash": Crashable,
@@ -119,6 +155,49 @@ CAPABILITY_OF = {
     "arm": FaultPoints,
     "clock-jump": ClockEffects,
 }
+
+
+WORLD_ENDPOINTS: tuple[str, ...] = ("provider", "identity")
+"""Parts of the harness's world a runtime may declare it calls (`Runtime.world_endpoints`)."""
+ENDPOINT_OF: dict[str, str] = {"provider": "provider", "revoke": "identity",
+                               "grant": "identity"}
+"""Schedule actions that act through the world, and the endpoint they need."""
+
+
+def world_endpoints(runtime: object) -> frozenset[str]:
+    """The world endpoints `runtime` declares (none without a declaration).
+
+    A `UsageError` naming the attribute and the valid names if one is unknown: a typo would
+    otherwise skip every provider fault without a word.
+    """
+    declared = getattr(runtime, "world_endpoints", ())
+    if isinstance(declared, str):
+        declared = (declared,)
+    names = frozenset(str(name) for name in declared)
+    unknown = sorted(names - set(WORLD_ENDPOINTS))
+    if unknown:
+        raise UsageError(f"{type(runtime).__name__}.world_endpoints: unknown endpoint "
+                         f"{unknown[0]!r}; use some of {', '.join(WORLD_ENDPOINTS)}")
+    return names
+
+
+def lacking(runtime: object, action: str, point: str | None = None) -> str | None:
+    """What `runtime` lacks to take a step of `action` (None: it can take it).
+
+    The answer names the capability, as the report shows it: a protocol ("Backgroundable"),
+    a world endpoint ("world endpoint 'provider'") or a fault point ("fault point 'x'").
+    """
+    capability = CAPABILITY_OF.get(action)
+    if capability is not None and not isinstance(runtime, capability):
+        return capability.__name__
+    endpoint = ENDPOINT_OF.get(action)
+    if endpoint is not None and endpoint not in world_endpoints(runtime):
+        return f"world endpoint {endpoint!r}"
+    if action == "arm" and point is not None:
+        points = getattr(runtime, "points", ())
+        if point not in points:
+            return f"fault point {point!r}"
+    return None
 
 
 class Adapter(Protocol):
@@ -153,3 +232,33 @@ class Preflight(Protocol):
 
     def preflight(self) -> None: ...
 
+
+
+def claimed_invariants(adapter: Any, override: Sequence[str] | None,
+                       known: Sequence[str]) -> tuple[str, ...]:
+    """The invariants the run is judged by: `override` (`--invariants`, `chaos_invariants`)
+    if given, else the adapter's `claims`, else all of `known`.
+
+    Every name must be one of `known`: a `UsageError` names the nearest valid one.
+    """
+    source = "--invariants"
+    names: Sequence[str] | None = override
+    if names is None:
+        names = getattr(adapter, "claims", None)
+        source = f"adapter {getattr(adapter, 'name', '?')!r}: claims"
+    if names is None:
+        return tuple(known)
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    check_invariant_names(names, known, source)
+    return tuple(n for n in known if n in set(names))
+
+
+def check_invariant_names(names: Sequence[str], known: Sequence[str], source: str) -> None:
+    """A `UsageError` for the first name not in `known`, with the nearest valid name."""
+    for name in names:
+        if name not in known:
+            near = get_close_matches(name, known, n=1, cutoff=0.0)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise UsageError(f"{source}: unknown invariant {name!r}; {hint}valid: "
+                             f"{', '.join(known)}")

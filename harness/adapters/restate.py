@@ -66,9 +66,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from harness.adapters.base import LINKS, TOXICS, NetworkFaults, RunContext
+from harness.adapters.base import LINKS, TOXICS, WORLD_ENDPOINTS, NetworkFaults, RunContext
 from harness.checkers.base import CheckConfig
 from harness.clock import AutojumpClock
 from harness.components.net import wait_until
@@ -80,6 +80,7 @@ from harness.errors import UsageError
 from harness.history import History
 from harness.world import World
 from harness.world_server import Timer, TimerTable, WorldServer
+from reference_impl.faultpoints import POINTS as FAULT_POINTS
 from reference_impl.ports import Config
 from reference_impl.threadlog_pg import PostgresThreadLogStore
 
@@ -203,7 +204,12 @@ class _Hold:
 
 @dataclass
 class RestateRuntime:
-    """One run on the real stack. Capabilities: gc-pause, crash, deploy, arm, network."""
+    """One run on the real stack. Capabilities: background, cancel, gc-pause, crash, deploy,
+    arm (every point of reference_impl.faultpoints), network; the workers call the world's
+    provider and identity over HTTP."""
+
+    world_endpoints: ClassVar[tuple[str, ...]] = WORLD_ENDPOINTS
+    points: ClassVar[tuple[str, ...]] = tuple(FAULT_POINTS)
 
     ctx: RunContext
     variant: Variant

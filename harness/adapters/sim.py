@@ -10,7 +10,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from harness.adapters.base import RunContext
+from harness.adapters.base import WORLD_ENDPOINTS, RunContext
 from harness.checkers.base import CheckConfig
 from harness.errors import SimulationError, UsageError
 from harness.history import History
@@ -19,6 +19,7 @@ from harness.sim.engine import FaultAction
 from harness.sim.model import Host
 from harness.world import World
 from reference_impl.binding import App, HandlerRef
+from reference_impl.faultpoints import POINTS as FAULT_POINTS
 from reference_impl.ports import Config, Ports
 from reference_impl.threadlog import InMemoryThreadLogStore
 
@@ -32,7 +33,13 @@ PENDING_ANSWER = HandlerRef("PendingToolCall", "answer")
 
 
 class SimRuntime:
-    """One run of an application on the simulator. Has every fault capability."""
+    """One run of an application on the simulator. Has every optional capability."""
+
+    # The app's ports are the world's own (`World.ports`): its model calls and identity
+    # checks reach the harness's provider and directory.
+    world_endpoints: tuple[str, ...] = WORLD_ENDPOINTS
+    # The simulator stops at any point the app's code reaches (reference_impl.faultpoints).
+    points: tuple[str, ...] = tuple(FAULT_POINTS)
 
     def __init__(self, ctx: RunContext, build: AppBuilder, *, idle_timeout: float = 5.0) -> None:
         self.ctx = ctx

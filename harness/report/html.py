@@ -29,7 +29,15 @@ from harness.checkers.base import Valid, Violation
 from harness.history import History, Record, fmt_duration
 from harness.outcome import RunOutcome, SuiteOutcome
 from harness.report.summary import Histories as _Histories
-from harness.report.summary import Summary, adapters_of, clean, effective, invariants
+from harness.report.summary import (
+    Summary,
+    adapters_of,
+    clean,
+    effective,
+    invariants,
+    skipped_kinds,
+    unclaimed_of,
+)
 from harness.report.summary import shrunk_for as _shrunk_for
 from harness.report.timeline import (
     GROUP_TITLES,
@@ -133,7 +141,7 @@ _STEP_NOTES = 10  # step notes shown per run; the history has them all
 
 def badge(kind: str, text: str | None = None) -> str:
     label = text or {"pass": "pass", "fail": "fail", "unknown": "unknown",
-                     "unreached": "not reached"}.get(kind, kind)
+                     "unreached": "not reached", "notclaimed": "not claimed"}.get(kind, kind)
     return f'<span class="badge b-{esc(kind)}">{esc(label)}</span>'
 
 
@@ -195,6 +203,16 @@ def tallies(suite: SuiteOutcome) -> dict[tuple[str, str], _Tally]:
     return out
 
 
+def unclaimed_tallies(suite: SuiteOutcome) -> dict[tuple[str, str], _Tally]:
+    """(invariant, adapter) -> how the runs that do not claim it would have been judged."""
+    out: dict[tuple[str, str], _Tally] = {}
+    for run in suite.runs:
+        for result in run.unclaimed:
+            out.setdefault((result.checker, run.adapter), _Tally()).add(
+                effective(run, result), result.reached)
+    return out
+
+
 _adapters = adapters_of
 
 
@@ -202,6 +220,7 @@ def _property_table(suite: SuiteOutcome) -> str:
     names = invariants(suite.runs)
     adapters = _adapters(suite)
     counts = tallies(suite)
+    unclaimed = unclaimed_tallies(suite)
     out = ['<section id="properties"><h2>Properties</h2>']
     if not names:
         out.append('<p class="muted">No invariant was checked'
@@ -215,10 +234,11 @@ def _property_table(suite: SuiteOutcome) -> str:
         out.append(f'<th scope="col">{esc(adapter)}</th>')
     out.append("</tr></thead><tbody>")
     for name in names:
-        rows_status = [counts.get((name, a), _Tally()).status for a in adapters]
+        rows_status = [counts.get((name, a), _Tally()).status for a in adapters
+                       if counts.get((name, a), _Tally()).runs]
         worst = ("fail" if "fail" in rows_status else
                  "unknown" if all(s in ("unknown", "unreached") for s in rows_status)
-                 else "pass")
+                 else "pass")  # all() of nothing: an invariant no adapter claims
         out.append(f'<tr class="row-{worst}"><th scope="row"><span class="inv">{esc(name)}'
                    "</span>")
         if name in DESCRIPTIONS:
@@ -226,6 +246,10 @@ def _property_table(suite: SuiteOutcome) -> str:
         out.append("</th>")
         for adapter in adapters:
             t = counts.get((name, adapter))
+            u = unclaimed.get((name, adapter))
+            if (t is None or t.runs == 0) and u is not None and u.runs:
+                out.append(_not_claimed_cell(name, adapter, u))
+                continue
             if t is None or t.runs == 0:
                 out.append('<td class="na"><span class="muted">not run</span></td>')
                 continue
@@ -250,6 +274,17 @@ def _property_table(suite: SuiteOutcome) -> str:
         out.append("</tr>")
     out.append("</tbody></table></div></section>")
     return "".join(out)
+
+
+def _not_claimed_cell(name: str, adapter: str, u: _Tally) -> str:
+    """An invariant the adapter's design does not promise: shown, judged, never a failure."""
+    seen = (f"would fail in {u.failed} of {_plural(u.runs, 'run')}" if u.failed
+            else f"no violation in {_plural(u.runs, 'run')}")
+    return (f'<td class="notclaimed" data-invariant="{esc(name)}" data-adapter="{esc(adapter)}">'
+            f'{badge("notclaimed")}<span class="counts">{esc(seen)}</span>'
+            '<span class="note">The adapter does not claim this invariant (its <code>claims'
+            "</code>, or <code>--invariants</code>): judged for information only, it never "
+            "fails the run.</span></td>")
 
 
 # --------------------------------------------------------------------------- summary
@@ -329,6 +364,16 @@ def _summary(suite: SuiteOutcome) -> str:
     if crashed:
         items.append(("Adapter crashed", f"in {_plural(len(crashed), 'run')}: "
                                          "their invariants count as unknown"))
+    kinds = skipped_kinds(runs)
+    if kinds:
+        items.append(("Steps skipped (runtime lacks the capability)",
+                      "; ".join(k.describe() for k in kinds)))
+    not_claimed = unclaimed_of(runs)
+    if not_claimed:
+        items.append(("Not claimed (never fail the run)", "; ".join(
+            f"{u.invariant}: " + (f"would fail in {_plural(u.would_fail, 'run')}"
+                                  if u.would_fail else "no violation seen")
+            for u in not_claimed)))
     noted = [run for run in runs if run.step_notes]
     if noted:
         count = sum(len(run.step_notes) for run in noted)
@@ -916,9 +961,16 @@ def _runs_section(suite: SuiteOutcome) -> str:
             notes.append(f'<span class="err">Adapter crashed: {esc(run.error)}</span>')
         if run.expected:
             notes.append(f"expected: {esc(run.expected)}")
-        if run.skipped_faults:
+        if run.skipped_steps:
+            notes.append("skipped steps (the runtime lacks the capability): " + esc(", ".join(
+                f"{s.action} (lacks {s.lacks})" for s in run.skipped_steps)))
+        elif run.skipped_faults:
             notes.append("skipped faults (adapter lacks the capability): "
                          + esc(", ".join(run.skipped_faults)))
+        if run.unclaimed:
+            notes.append("not claimed (judged, never failing): " + esc(", ".join(
+                f"{r.checker} ({'would fail' if effective(run, r) is False else r.outcome})"
+                for r in run.unclaimed)))
         if run.step_notes:
             shown = run.step_notes[:_STEP_NOTES]
             more = len(run.step_notes) - len(shown)

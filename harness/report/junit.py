@@ -2,8 +2,10 @@
 
 classname is the run's name (with its seed when one adapter ran the same schedule twice), name
 is the invariant. A violation is a `failure` carrying the witness, the records that prove it
-and the replay command; unknown (a crashed checker, a crashed adapter) and a pass that never
-reached its window are `skipped` with the reason. An adapter crash is also an `error`
+and the replay command; unknown (a crashed checker, a crashed adapter), a pass that never
+reached its window and an invariant the adapter does not claim are `skipped` with the
+reason. A run with steps the runtime could not take has a `skipped steps` testcase naming
+them and what the runtime lacks. An adapter crash is also an `error`
 testcase, and an incomplete suite an `error` in the `durable-chaos` testsuite: CI must not turn
 green because the run never got far enough to fail.
 """
@@ -18,7 +20,7 @@ from typing import Final
 from harness.checkers.base import Result
 from harness.history import History
 from harness.outcome import RunOutcome, SuiteOutcome
-from harness.report.summary import Summary, clean, effective
+from harness.report.summary import Summary, clean, effective, not_claimed_note
 
 _MAX_VIOLATIONS: Final = 10
 _MAX_RECORDS: Final = 20
@@ -48,6 +50,13 @@ def _failure_text(run: RunOutcome, result: Result, history: History | str,
     return clean("\n".join(lines))
 
 
+def _not_claimed(run: RunOutcome, result: Result) -> str:
+    seen = ("it would fail: " + (result.violations[0].message if result.violations
+                                 else result.note)
+            if effective(run, result) is False else f"judged {result.outcome}")
+    return f"{not_claimed_note(run.adapter)}; {seen}"
+
+
 def _case(parent: ET.Element, classname: str, name: str, time: float) -> ET.Element:
     return ET.SubElement(parent, "testcase",
                          {"classname": clean(classname), "name": clean(name), "time": _t(time)})
@@ -74,7 +83,9 @@ def build(suite: SuiteOutcome, summary: Summary | None = None) -> ET.Element:
             wall += run.wall_time
             classname = run.name if repeated[run.name] == 1 else f"{run.name} (seed {run.seed})"
             by_name = {r.checker: r for r in run.results}
-            checked = [n for n in names if n in by_name or run.error is not None]
+            unclaimed = {r.checker: r for r in run.unclaimed}
+            checked = [n for n in names
+                       if n in by_name or n in unclaimed or run.error is not None]
             per_case = run.wall_time / max(1, len(checked) + (run.error is not None))
             if run.error is not None:
                 case = _case(ts, classname, "adapter", per_case)
@@ -84,9 +95,21 @@ def build(suite: SuiteOutcome, summary: Summary | None = None) -> ET.Element:
                     f"replay: {run.replay_command}")
                 counts["errors"] += 1
                 counts["tests"] += 1
+            if run.skipped_steps:
+                # Never a silent pass: a step the runtime could not take is a skipped case.
+                case = _case(ts, classname, "skipped steps", 0.0)
+                ET.SubElement(case, "skipped", {"message": clean("; ".join(
+                    s.describe() for s in run.skipped_steps)[:1000])})
+                counts["tests"] += 1
+                counts["skipped"] += 1
             for name in checked:
                 case = _case(ts, classname, name, per_case)
                 counts["tests"] += 1
+                if name in unclaimed and name not in by_name:
+                    ET.SubElement(case, "skipped", {"message": clean(
+                        _not_claimed(run, unclaimed[name])[:1000])})
+                    counts["skipped"] += 1
+                    continue
                 result = by_name.get(name)
                 valid = None if result is None else effective(run, result)
                 if valid is False and result is not None:

@@ -32,11 +32,74 @@ def effective(run: RunOutcome, result: Result) -> Valid:
 
 
 def invariants(runs: Iterable[RunOutcome]) -> list[str]:
+    """Every invariant of the runs, claimed or not, in the order the runs judged them."""
     names: dict[str, None] = {}
     for run in runs:
-        for r in run.results:
+        for r in (*run.results, *run.unclaimed):
             names.setdefault(r.checker, None)
     return list(names)
+
+
+@dataclass(frozen=True)
+class SkippedKind:
+    """Skipped steps of one action for one missing capability, over some runs."""
+
+    action: str
+    lacks: str
+    steps: int
+    runs: int
+    example: str  # "RUN: step N (...) skipped: ..."
+
+    def describe(self) -> str:
+        return (f"{self.steps} {self.action} (lacks {self.lacks}) in {self.runs} run(s)")
+
+
+def skipped_kinds(runs: Iterable[RunOutcome]) -> list[SkippedKind]:
+    """The runs' skipped steps grouped by (action, what the runtime lacks), in first-seen
+    order: what a reader must know was never tried."""
+    steps: dict[tuple[str, str], int] = {}
+    seen: dict[tuple[str, str], set[tuple[str, int, str]]] = {}
+    example: dict[tuple[str, str], str] = {}
+    for run in runs:
+        for skip in run.skipped_steps:
+            key = (skip.action, skip.lacks)
+            steps[key] = steps.get(key, 0) + 1
+            seen.setdefault(key, set()).add((run.name, run.seed, run.adapter))
+            example.setdefault(key, f"{run.name}: {skip.describe()}")
+    return [SkippedKind(a, lacks, n, len(seen[(a, lacks)]), example[(a, lacks)])
+            for (a, lacks), n in steps.items()]
+
+
+@dataclass(frozen=True)
+class Unclaimed:
+    """An invariant the adapter does not claim: how its runs would have been judged."""
+
+    invariant: str
+    runs: int
+    would_fail: int  # runs where it was violated (shown, never counted)
+    example: str  # the first such violation, "" if none
+
+
+def unclaimed_of(runs: Iterable[RunOutcome]) -> list[Unclaimed]:
+    """The invariants some run does not claim, with how often they would have failed."""
+    counts: dict[str, list[int]] = {}
+    example: dict[str, str] = {}
+    for run in runs:
+        for r in run.unclaimed:
+            count = counts.setdefault(r.checker, [0, 0])
+            count[0] += 1
+            if r.valid is False and run.error is None:
+                count[1] += 1
+                first = r.violations[0].message if r.violations else r.note
+                example.setdefault(r.checker, f"{run.name}: {first}")
+    return [Unclaimed(name, n, bad, example.get(name, "")) for name, (n, bad) in counts.items()]
+
+
+def not_claimed_note(adapter: str) -> str:
+    """Why an unclaimed invariant is neither a pass nor a failure, one line."""
+    return (f"not claimed: adapter {adapter} does not claim this invariant (its `claims`, or "
+            "--invariants / chaos_invariants), so it is judged for information only and "
+            "never fails the run")
 
 
 class Histories:
