@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
+from harness.checkers import ALL
 from harness.checkers.base import Result, Valid
 from harness.history import History
 from harness.outcome import RunOutcome, SuiteOutcome
@@ -37,7 +38,9 @@ def invariants(runs: Iterable[RunOutcome]) -> list[str]:
     for run in runs:
         for r in (*run.results, *run.unclaimed):
             names.setdefault(r.checker, None)
-    return list(names)
+    # The design's order, claimed or not; a user's own checkers after, as they came.
+    order = {c.name: i for i, c in enumerate(ALL)}
+    return sorted(names, key=lambda n: order.get(n, len(order)))
 
 
 @dataclass(frozen=True)
