@@ -264,3 +264,76 @@ def test_the_pytest_plugin_reports_the_skipped_steps(pytester: pytest.Pytester) 
     assert skipped is not None and "lacks Backgroundable" in skipped.get("message", "")
     page = (pytester.path / "out" / "index.html").read_text()
     assert "cancel (lacks Cancellable)" in page
+
+
+# ---------------------------------------------------------------------------- a real engine
+
+DBOS_LACKS = """
+# The DBOS example (examples/dbos_approval) has no background mode and no identity checks,
+# and stops only at its delivery points; it does call the world's model provider.
+name = "dbos-lacks"
+horizon = "20s"
+[[step]]
+at = "0s"
+do = "provider"
+fault = "429"
+times = 1
+[[step]]
+at = "0s"
+do = "arm"
+point = "tool.after_intent"
+action = "crash"
+[[step]]
+at = "0s"
+do = "message"
+session = "s1"
+text = "email bob"
+tools = ["send_email"]
+[[step]]
+at = "2s"
+do = "revoke"
+user = "alice"
+tool = "send_email"
+[[step]]
+at = "3s"
+do = "background"
+session = "s1"
+[[step]]
+at = "5s"
+do = "answer"
+session = "s1"
+decision = "approve"
+"""
+
+
+@pytest.mark.real
+def test_a_real_engine_example_skips_what_it_declares_it_lacks(tmp_path: Path) -> None:
+    import importlib
+
+    try:
+        importlib.import_module("dbos")
+    except ImportError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"dbos is not importable: {exc}; CI=true requires it "
+                        "(pip install -e '.[dbos]')")
+        pytest.skip(f"dbos is not importable: {exc} (pip install -e '.[dbos]')")
+    from examples.dbos_approval.chaos import adapter
+    from harness.fixtures import _Recording
+
+    scenario = tmp_path / "dbos-lacks.toml"
+    scenario.write_text(DBOS_LACKS)
+    recording = _Recording(adapter)
+    outcome = run_schedule(recording, load_scenario(scenario),
+                           RunOptions(adapter_spec="examples.dbos_approval.chaos:adapter",
+                                      report_dir=None))
+    assert outcome.error is None, outcome.error
+    assert [(s.action, s.lacks) for s in outcome.skipped_steps] == [
+        ("arm", "fault point 'tool.after_intent'"),
+        ("revoke", "world endpoint 'identity'"),
+        ("background", "Backgroundable"),
+    ]
+    history = recording.history
+    assert history is not None
+    # The provider fault it declares was applied, and reached its model call.
+    assert [r.get("fault") for r in history.of_kind("fault.provider")] == ["429"]
+    assert history.of_kind("provider.fault")
