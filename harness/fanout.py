@@ -37,7 +37,7 @@ from harness.adapters import Adapter, load_adapter
 from harness.errors import UsageError, WorkerLost
 from harness.exploration import Exploration, _schedule_from, explore
 from harness.outcome import RunOutcome
-from harness.run import _REAL, RunOptions, _replay, _slug, wall
+from harness.run import _REAL, RunOptions, _replay, _slug, replay_spec, wall
 
 # Big enough that Hypothesis's first few (simplest) examples of each batch are a small share,
 # small enough that two workers share a few hundred schedules evenly.
@@ -352,7 +352,7 @@ def _place(batch: BatchResult, options: RunOptions) -> list[RunOutcome]:
         schedule = _schedule_from(outcome)
         if options.report_dir is None:
             runs[position] = replace(outcome,
-                                     replay_command=_replay(options.adapter_spec, None,
+                                     replay_command=_replay(replay_spec(options), None,
                                                             schedule))
             continue
         run_dir = options.report_dir / "runs" / _slug(outcome.adapter) / _slug(outcome.name)
@@ -362,7 +362,7 @@ def _place(batch: BatchResult, options: RunOptions) -> list[RunOutcome]:
         schedule_path = run_dir / "schedule.toml"
         schedule_path.write_text(outcome.schedule_toml, encoding="utf-8")
         runs[position] = replace(outcome, history_path=str(history_path),
-                                 replay_command=_replay(options.adapter_spec,
+                                 replay_command=_replay(replay_spec(options),
                                                         str(schedule_path), schedule))
     return runs
 

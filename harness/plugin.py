@@ -685,8 +685,10 @@ class _ChaosItem(pytest.Item):
 
     def rerun(self, invariant: str) -> str:
         settings = self.state.settings
+        claims = ("" if settings.invariants is None
+                  else f"--chaos-invariants {','.join(settings.invariants)} ")
         return (f"pytest --chaos-adapter {self.spec} --chaos-seed {settings.seed} "
-                f"--chaos-schedules {settings.schedules} -m {MARKER} "
+                f"--chaos-schedules {settings.schedules} {claims}-m {MARKER} "
                 f"-k \"generated and {invariant}\"")
 
 

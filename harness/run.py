@@ -385,9 +385,17 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:100] or "run"
 
 
+def replay_spec(options: RunOptions) -> str:
+    """What follows `--adapter` in a replay command: the spec, and the `--invariants` the run
+    was judged by when they were given (without them the replay judges other claims)."""
+    if options.invariants is None:
+        return options.adapter_spec
+    return f"{options.adapter_spec} --invariants {','.join(options.invariants)}"
+
+
 def _save(outcome: RunOutcome, schedule: Schedule, history: History,
           options: RunOptions) -> RunOutcome:
-    spec = options.adapter_spec
+    spec = replay_spec(options)
     if options.report_dir is None:
         return replace(outcome, replay_command=_replay(spec, schedule.path, schedule))
     keep = options.save_history and (schedule.source == "scenario" or outcome.failed

@@ -145,6 +145,23 @@ def test_the_cli_exit_status_follows_the_claims(
            "conservative-recovery" in out
 
 
+def test_a_replay_command_keeps_the_invariants_it_was_judged_by(
+    outside: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shlex
+
+    spec = "lean_runtime:busy_adapter"
+    outcome = run_schedule(load_adapter(spec), load_scenario(BUSY),
+                           RunOptions(adapter_spec=spec, report_dir=tmp_path / "r",
+                                      invariants=("busy-rule",)))
+    assert outcome.failed
+    assert outcome.replay_command == (f"durable-chaos replay --adapter {spec} --invariants "
+                                      f"busy-rule {BUSY}")
+    argv = shlex.split(outcome.replay_command)[1:]
+    assert main([*argv, "--quiet", "--report-dir", str(tmp_path / "again")]) == 1
+    assert "busy-rule: 1 run(s)" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(("extra", "expected"), [
     (["--adapter", "lean_runtime:adapter", "--invariants", "busy-rul"],
      "durable-chaos: error: --invariants: unknown invariant 'busy-rul'; did you mean "
