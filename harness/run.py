@@ -163,7 +163,7 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         replay_command="",
         virtual_time=history[-1].time if len(history) else 0.0,
         wall_time=elapsed,
-        faults=schedule.faults(),
+        faults=_injected(schedule, skipped),
         fault_points=_fault_points(history),
         skipped_faults=tuple(s.action for s in skipped if s.action in FAULT_ACTIONS),
         error=error,
@@ -175,6 +175,17 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         unclaimed=tuple(r for r in judged if r.checker not in claimed),
     )
     return _save(outcome, schedule, history, options)
+
+
+def _injected(schedule: Schedule, skipped: Sequence[SkippedStep]) -> dict[str, int]:
+    """Faults injected by kind: the schedule's, less those the runtime could not take."""
+    counts = schedule.faults()
+    for skip in skipped:
+        if counts.get(skip.action, 0) > 0:
+            counts[skip.action] -= 1
+            if not counts[skip.action]:
+                del counts[skip.action]
+    return counts
 
 
 def _known(checkers: Sequence[Checker]) -> list[str]:

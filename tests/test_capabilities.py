@@ -141,6 +141,7 @@ def test_steps_the_runtime_lacks_are_skipped_and_recorded(outside: Path) -> None
     outcome = _run("lean_runtime:adapter")
     assert [(s.step, s.action, s.lacks) for s in outcome.skipped_steps] == EXPECTED_SKIPS
     assert outcome.skipped_faults == ("arm", "provider")  # the two that are faults
+    assert outcome.faults == {"arm": 1}  # injected: the arm of the declared point only
     notes = [n for n in outcome.step_notes if "skipped" in n]
     assert notes[3] == "step 5 (background at 2.0m, s1) skipped: the runtime lacks Backgroundable"
     assert not outcome.failed and not outcome.unknown

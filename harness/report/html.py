@@ -282,9 +282,8 @@ def _not_claimed_cell(name: str, adapter: str, u: _Tally) -> str:
             else f"no violation in {_plural(u.runs, 'run')}")
     return (f'<td class="notclaimed" data-invariant="{esc(name)}" data-adapter="{esc(adapter)}">'
             f'{badge("notclaimed")}<span class="counts">{esc(seen)}</span>'
-            '<span class="note">The adapter does not claim this invariant (its <code>claims'
-            "</code>, or <code>--invariants</code>): judged for information only, it never "
-            "fails the run.</span></td>")
+            '<span class="note">Not claimed by this adapter (<code>claims</code>, '
+            "<code>--invariants</code>): judged for information, never a failure.</span></td>")
 
 
 # --------------------------------------------------------------------------- summary
