@@ -174,11 +174,18 @@ class ChaosRun:
         return [r.checker for r in self.outcome.results if r.valid is False]
 
     def __getitem__(self, invariant: str) -> Result:
+        """The result of `invariant`, claimed by the adapter or not (see `unclaimed`)."""
+        judged = {**{r.checker: r for r in self.outcome.unclaimed}, **self.results}
         try:
-            return self.results[invariant]
+            return judged[invariant]
         except KeyError:
-            raise KeyError(f"no result for {invariant!r}; results: {sorted(self.results)}"
+            raise KeyError(f"no result for {invariant!r}; results: {sorted(judged)}"
                            ) from None
+
+    @property
+    def unclaimed(self) -> list[str]:
+        """Invariants the adapter does not claim: judged, never failing the run."""
+        return [r.checker for r in self.outcome.unclaimed]
 
 
 class ChaosRunner:

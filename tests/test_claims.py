@@ -257,3 +257,17 @@ def test_the_plugin_names_the_nearest_invariant(project: pytest.Pytester) -> Non
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--chaos-invariants on the command line: unknown invariant "
                                  "'fencng'; did you mean 'fencing'?*"])
+
+
+def test_chaos_run_gives_unclaimed_results_too(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\npythonpath = .\nchaos_adapter = lean_runtime:busy_adapter\n"
+                    "chaos_schedules = 0\nchaos_scenarios = none\n")
+    project.makepyfile(test_mine="""
+        def test_busy(chaos_run):
+            run = chaos_run(open("busy.toml").read())
+            assert not run.failed
+            assert "busy-rule" in run.unclaimed and "busy-rule" not in run.results
+            assert run["busy-rule"].valid is False
+    """)
+    result = project.runpytest_inprocess("-k", "test_busy")
+    result.assert_outcomes(passed=1)
