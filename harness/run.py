@@ -26,7 +26,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.adapters import Adapter, RunContext, Runtime, claimed_invariants, lacking
+from harness.adapters import (
+    Adapter,
+    RunContext,
+    Runtime,
+    claimed_invariants,
+    lacking,
+    world_endpoints,
+)
 from harness.checkers import ALL
 from harness.checkers.base import CheckConfig, Checker, Result, run_checkers
 from harness.clock import wall_clock_follows
@@ -114,6 +121,9 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         # after it fired the runtime is only closed, never driven again.
         with Watchdog(limit):
             runtime = adapter.open(ctx)
+            # A misspelled declaration is the adapter's configuration error: it stops here,
+            # as an open() that fails (the suite ends with exit 2), not step by step.
+            world_endpoints(runtime)
             opened = True
             with follow_wall_clock(runtime, adapter.engine):
                 messages: dict[str, int] = {}

@@ -338,3 +338,28 @@ def test_a_real_engine_example_skips_what_it_declares_it_lacks(tmp_path: Path) -
     # The provider fault it declares was applied, and reached its model call.
     assert [r.get("fault") for r in history.of_kind("fault.provider")] == ["429"]
     assert history.of_kind("provider.fault")
+
+
+def test_a_misspelled_world_endpoint_stops_the_cli_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    (tmp_path / "typo_runtime.py").write_text(
+        "from lean_runtime import LeanAdapter, LeanRuntime\n"
+        "class TypoRuntime(LeanRuntime):\n"
+        "    world_endpoints = ('providers',)\n"
+        "class TypoAdapter(LeanAdapter):\n"
+        "    def open(self, ctx):\n"
+        "        return TypoRuntime(ctx, self.build)\n"
+        "adapter = TypoAdapter(name='typo')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(OUTSIDE))
+    code = main(["run", "--adapter", "typo_runtime:adapter", "--scenarios", str(ALL_STEPS),
+                 "--schedules", "0", "--quiet", "--report-dir", str(tmp_path / "r")])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("durable-chaos: error: adapter 'typo_runtime:adapter' cannot run "
+                          "here: open() failed: UsageError: TypoRuntime.world_endpoints: "
+                          "unknown endpoint 'providers'; use some of provider, identity"), err
