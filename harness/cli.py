@@ -2,7 +2,8 @@
 
 Exit status:
   0    every run was judged and no invariant was violated
-  1    at least one invariant was violated (this outranks 3)
+  1    at least one invariant was violated (this outranks 3); one the adapter does not
+       claim (`claims`, `--invariants`) never counts
   2    usage or configuration error: one line on stderr naming the option, file or field and
        the fix, no traceback; a missing component or an adapter that cannot open is one
   3    could not judge: some run(s) ended unknown (an adapter crashed or timed out, a checker
