@@ -350,7 +350,7 @@ def _place(batch: BatchResult, options: RunOptions) -> list[RunOutcome]:
         if options.report_dir is None:
             runs[position] = replace(outcome,
                                      replay_command=_replay(options.adapter_spec, None,
-                                                            schedule))
+                                                            schedule, options.run_timeout))
             continue
         run_dir = options.report_dir / "runs" / _slug(outcome.adapter) / _slug(outcome.name)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -360,7 +360,8 @@ def _place(batch: BatchResult, options: RunOptions) -> list[RunOutcome]:
         schedule_path.write_text(outcome.schedule_toml, encoding="utf-8")
         runs[position] = replace(outcome, history_path=str(history_path),
                                  replay_command=_replay(options.adapter_spec,
-                                                        str(schedule_path), schedule))
+                                                        str(schedule_path), schedule,
+                                                        options.run_timeout))
     return runs
 
 

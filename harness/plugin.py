@@ -771,8 +771,10 @@ def _generated_failure(item: InvariantItem, minimal: RunOutcome, seed: int,
 def _replay(outcome: RunOutcome, spec: str) -> str:
     if outcome.history_path is not None:
         return f"replay: {outcome.replay_command}"
-    return (f"replay: save the schedule above as schedule.toml, then: durable-chaos replay "
-            f"--adapter {spec} schedule.toml")
+    from harness.replay import replay_command
+
+    return ("replay: save the schedule above as schedule.toml, then: "
+            + replay_command(spec, None))
 
 
 def _indent(text: str) -> str:

@@ -369,12 +369,13 @@ def _slug(text: str) -> str:
 def _save(outcome: RunOutcome, schedule: Schedule, history: History,
           options: RunOptions) -> RunOutcome:
     spec = options.adapter_spec
+    timeout = options.run_timeout
     if options.report_dir is None:
-        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule))
+        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule, timeout))
     keep = options.save_history and (schedule.source == "scenario" or outcome.failed
                                       or outcome.unknown)
     if not keep:
-        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule))
+        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule, timeout))
     run_dir = options.report_dir / "runs" / _slug(outcome.adapter) / _slug(schedule.name)
     run_dir.mkdir(parents=True, exist_ok=True)
     history_path = history.save(run_dir / "history.jsonl")
@@ -382,9 +383,13 @@ def _save(outcome: RunOutcome, schedule: Schedule, history: History,
     schedule_path.write_text(schedule.to_toml(), encoding="utf-8")
     replay_from = schedule.path if schedule.source == "scenario" and schedule.path else None
     return replace(outcome, history_path=str(history_path),
-                   replay_command=_replay(spec, replay_from or str(schedule_path), schedule))
+                   replay_command=_replay(spec, replay_from or str(schedule_path), schedule,
+                                          timeout))
 
 
-def _replay(spec: str, path: str | None, schedule: Schedule) -> str:
-    target = path if path else "<save the schedule below as schedule.toml> schedule.toml"
-    return f"durable-chaos replay --adapter {spec} {target}"
+def _replay(spec: str, path: str | None, schedule: Schedule,
+            run_timeout: float | None = None) -> str:
+    # A command that reruns as printed, from any directory (see harness.replay).
+    from harness.replay import replay_command
+
+    return replay_command(spec, path, run_timeout=run_timeout)
