@@ -251,7 +251,12 @@ def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
     if suite.scenario_sets:
         lines.append(f"scenario sets: {', '.join(suite.scenario_sets)}")
     for minimal in suite.shrunk:
-        lines.append(f"replay the minimal failing schedule: {minimal.replay_command}")
+        if minimal.shrink_cut_short:
+            lines.append("shrinking cut short by the time budget: the smallest failing "
+                         "schedule found so far is reported, not a minimal one")
+            lines.append(f"replay the smallest failing schedule: {minimal.replay_command}")
+        else:
+            lines.append(f"replay the minimal failing schedule: {minimal.replay_command}")
     if suite.interrupted is not None:
         lines.append(f"incomplete: stopped by {suite.interrupted}; the report covers the "
                      f"{len(suite.runs)} run(s) that finished")

@@ -334,8 +334,9 @@ def explore_fanned(
         # Shrink once, in the parent: the batch's search is replayed up to its failure (same
         # seed, same examples) and then shrunk.
         again = explore(adapter, first_failure.count, first_failure.seed, options,
-                        invariant=invariant)
+                        invariant=invariant, shrink_deadline=deadline)
         found.shrunk.extend(again.shrunk)
+        found.shrink_cut_short = again.shrink_cut_short
     found.wall_time = wall() - started
     return found
 

@@ -46,6 +46,9 @@ class RunOutcome:
     # Steps applied late, dropped (an answer with no open card, an unknown session) or
     # skipped (a fault the runtime lacks the capability for), one line each.
     step_notes: tuple[str, ...] = ()
+    # A schedule shrunk from a failure, whose shrinking the time budget cut short: the
+    # smallest failing schedule found by then, not a minimal one.
+    shrink_cut_short: bool = False
 
     @property
     def failed(self) -> bool:

@@ -163,3 +163,69 @@ def test_pytest_failure_text_replays_from_another_directory(pytester: pytest.Pyt
     again = subprocess.run(commands[0], shell=True, cwd=elsewhere, env=_env(),
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 1 and "pinning-bound" in again.stdout, again.stderr
+
+
+# ---------------------------------------------------------------------------- time budget
+
+
+def test_time_budget_ends_during_shrinking_and_the_smallest_failure_so_far_is_reported(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The budget's clock is moved, not waited for: an hour passes once shrinking has found
+    a few smaller failures, so the budget ends mid-shrink on any machine."""
+    import harness.exploration as exploration
+    from harness.cli import main
+
+    failures: list[int] = []
+    run_schedule, wall = exploration.run_schedule, exploration.wall
+
+    def counting_run(*args: object, **kwargs: object) -> object:
+        outcome = run_schedule(*args, **kwargs)  # type: ignore[arg-type]
+        if outcome.failed:
+            failures.append(len(failures))
+        return outcome
+
+    def budget_clock() -> float:
+        # The batch's failure, the parent's replay of it, then ten smaller ones: time's up.
+        return wall() + (7200.0 if len(failures) >= 12 else 0.0)
+
+    monkeypatch.setattr(exploration, "run_schedule", counting_run)
+    monkeypatch.setattr(exploration, "wall", budget_clock)
+    spec = "tests.planted.queue_in_memory:ADAPTER"
+    code = main(["run", "--adapter", spec, "--scenarios", "none", "--schedules", "30",
+                 "--seed", "1", "--workers", "1", "--time-budget", "1h",
+                 "--report-dir", str(tmp_path / "out"), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "shrinking cut short by the time budget" in out
+    [command] = re.findall(r"^replay the smallest failing schedule: (.+)$", out, re.M)
+    monkeypatch.undo()
+    runs = tmp_path / "out" / "runs" / "planted-queue-in-memory"
+    [original] = [p for p in runs.glob("generated-*/schedule.toml")]
+    smallest = _history_of(command)
+    assert smallest.parent.name.startswith("shrunk-")
+
+    def steps(path: Path) -> int:
+        return path.read_text(encoding="utf-8").count("[[step]]")
+
+    assert steps(smallest) < steps(original)  # shrinking got somewhere before the cut
+    # Not shrunk all the way, yet still failing on its own, as printed.
+    again = subprocess.run(command, shell=True, cwd=tmp_path, env=_env(), capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode == 1 and "liveness" in again.stdout, again.stdout + again.stderr
+    html = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    assert "Shrinking was cut short by the time budget" in html
+    junit = (tmp_path / "out" / "junit.xml").read_text(encoding="utf-8")
+    assert "shrinking cut short by the time budget" in junit
+
+
+def test_without_a_budget_shrinking_runs_to_the_minimal_schedule(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    spec = "tests.planted.queue_in_memory:ADAPTER"
+    code = main(["run", "--adapter", spec, "--scenarios", "none", "--schedules", "30",
+                 "--seed", "1", "--workers", "1", "--report-dir", str(tmp_path), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 1 and "replay the minimal failing schedule: " in out
+    assert "cut short" not in out

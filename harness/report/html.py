@@ -400,7 +400,9 @@ def _failing_run(run: RunOutcome, suite: SuiteOutcome, histories: _Histories, n:
         if isinstance(shrunk_history, History):
             evidence, history = shrunk, shrunk_history
     failing = [r for r in evidence.results if effective(evidence, r) is False]
-    title = ("Minimal failing schedule found by shrinking: " if shrunk_origin else "") + run.name
+    title = (("Smallest failing schedule found before the time budget cut shrinking short: "
+              if run.shrink_cut_short else "Minimal failing schedule found by shrinking: ")
+             if shrunk_origin else "") + run.name
     out = [f'<article class="failing" id="violation-{n}">',
            f'<header><h3>{badge("fail")} {esc(title)}</h3>'
            f'<p class="meta">adapter <b>{esc(run.adapter)}</b> · seed <b>{run.seed}</b> · '
@@ -431,7 +433,12 @@ def _failing_run(run: RunOutcome, suite: SuiteOutcome, histories: _Histories, n:
 
     source = shrunk or run
     out.append('<div class="repro">')
-    if shrunk is not None:
+    if source.shrink_cut_short:
+        heading = "Smallest failing schedule so far (shrinking cut short)"
+        out.append('<p class="evidence-note shrink-cut-short">Shrinking was cut short by the '
+                   "time budget: this is the smallest failing schedule found by then, not a "
+                   "minimal one. A larger <code>--time-budget</code> shrinks further.</p>")
+    elif shrunk is not None:
         heading = "Minimal schedule (shrunk)"
     elif shrunk_origin:
         heading = "Minimal schedule"

@@ -98,6 +98,9 @@ def build(suite: SuiteOutcome, summary: Summary | None = None) -> ET.Element:
                         "type": clean(name),
                     })
                     fail.text = _failure_text(run, result, histories.get(run), replay)
+                    if (shrunk or run).shrink_cut_short:
+                        fail.text += ("\n(shrinking cut short by the time budget: the replay "
+                                      "is the smallest failing schedule found so far)")
                     counts["failures"] += 1
                 elif valid is None:
                     note = result.note if result is not None and result.note else "no verdict"
