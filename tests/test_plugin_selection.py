@@ -13,6 +13,10 @@ from pathlib import Path
 import pytest
 
 # In-process runs restore sys.modules afterwards; importing the harness here keeps it loaded.
+import harness.adapters.sim
+import harness.conformance
+import harness.fixtures
+import harness.runner  # noqa: F401
 import reference_impl.naive  # noqa: F401
 
 pytest_plugins = ["pytester"]
