@@ -239,11 +239,20 @@ def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
                          f"{notes[0][1]}")
         by_invariant: dict[str, list[tuple[str, str]]] = {}
         for run in failed:
-            for result in run.results:
-                if result.valid is False:
-                    first = result.violations[0].message if result.violations else ""
-                    by_invariant.setdefault(result.checker, []).append(
-                        (f"{run.name}: {first}", run.replay_command))
+            for result in run.unexpected_violations:
+                first = result.violations[0].message if result.violations else ""
+                by_invariant.setdefault(result.checker, []).append(
+                    (f"{run.name}: {first}", run.replay_command))
+            for name in run.unmet_expectations:
+                by_invariant.setdefault(name, []).append(
+                    (f"{run.name}: held, but the scenario expects it to fail ([expect] "
+                     f"fails): the known bug it pins did not show; if it was fixed, remove "
+                     f"{name} from [expect] fails", run.replay_command))
+        expected = [(run.name, r.checker) for run in runs for r in run.expected_violations
+                    if run.error is None]
+        if expected:
+            lines.append(f"  expected failures ([expect] fails): {len(expected)}, e.g. "
+                         f"{expected[0][0]}: {expected[0][1]} violated, as expected")
         for invariant, examples in by_invariant.items():
             lines.append(f"  {invariant}: {len(examples)} run(s), e.g. {examples[0][0]}")
             if examples[0][1]:

@@ -158,6 +158,7 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         skipped_faults=tuple(skipped),
         error=error,
         expected=_expected(schedule),
+        expected_failures=tuple(k for k, v in schedule.expect if v == "fail"),
         alive=_alive(history),
         opened=opened,
         step_notes=tuple(notes),

@@ -29,7 +29,15 @@ from harness.checkers.base import Valid, Violation
 from harness.history import History, Record, fmt_duration
 from harness.outcome import RunOutcome, SuiteOutcome
 from harness.report.summary import Histories as _Histories
-from harness.report.summary import Summary, adapters_of, clean, effective, invariants
+from harness.report.summary import (
+    Summary,
+    adapters_of,
+    clean,
+    effective,
+    expected_failure,
+    invariants,
+    unmet_note,
+)
 from harness.report.summary import shrunk_for as _shrunk_for
 from harness.report.timeline import (
     GROUP_TITLES,
@@ -133,7 +141,7 @@ _STEP_NOTES = 10  # step notes shown per run; the history has them all
 
 def badge(kind: str, text: str | None = None) -> str:
     label = text or {"pass": "pass", "fail": "fail", "unknown": "unknown",
-                     "unreached": "not reached"}.get(kind, kind)
+                     "unreached": "not reached", "xfail": "expected failure"}.get(kind, kind)
     return f'<span class="badge b-{esc(kind)}">{esc(label)}</span>'
 
 
@@ -150,15 +158,18 @@ class _Tally:
     unknown: int = 0
     reached: int = 0  # runs that reached the window (and gave a verdict)
     unreached_passes: int = 0
+    expected: int = 0  # violations a scenario's [expect] fails asked for
 
     @property
     def runs(self) -> int:
-        return self.passed + self.failed + self.unknown
+        return self.passed + self.failed + self.unknown + self.expected
 
     @property
     def status(self) -> str:
         if self.failed:
             return "fail"
+        if self.expected and not self.passed:
+            return "xfail"
         if self.passed and self.unreached_passes == self.passed:
             return "unreached"
         if self.passed:
@@ -190,6 +201,10 @@ def tallies(suite: SuiteOutcome) -> dict[tuple[str, str], _Tally]:
             if result is None:
                 if run.error is not None:
                     tally.add(None, False)
+                continue
+            if expected_failure(run, result):
+                tally.expected += 1
+                tally.reached += 1
                 continue
             tally.add(effective(run, result), result.reached)
     return out
@@ -236,7 +251,9 @@ def _property_table(suite: SuiteOutcome) -> str:
                 f'<span class="c-pass" title="passed">{t.passed} pass</span> · '
                 f'<span class="c-fail" title="failed">{t.failed} fail</span> · '
                 f'<span class="c-unknown" title="unknown">{t.unknown} unknown</span>'
-                "</span>")
+                + (f' · <span class="c-xfail" title="violated, as the scenario expects">'
+                   f"{t.expected} expected failure</span>" if t.expected else "")
+                + "</span>")
             out.append(f'<span class="reach">window reached in {t.reached} of '
                        f"{_plural(t.runs, 'run')}</span>")
             if t.passed and t.unreached_passes == t.passed and not t.failed:
@@ -422,7 +439,9 @@ def _failing_run(run: RunOutcome, suite: SuiteOutcome, histories: _Histories, n:
         for v in result.violations[:_MAX_VIOLATIONS_SHOWN]:
             out.append(_violation_block(v, history))
             cited.update(v.records)
-        if not result.violations:
+        if result.valid is True:  # an expected failure that did not show
+            out.append(f'<p class="witness">{esc(unmet_note(result))}</p>')
+        elif not result.violations:
             out.append(f'<p class="witness">{esc(result.note or "failed without a witness")}'
                        "</p>")
         more = len(result.violations) - _MAX_VIOLATIONS_SHOWN
@@ -908,8 +927,10 @@ def _runs_section(suite: SuiteOutcome) -> str:
                "<th>Virtual time</th><th>Wall time</th><th>Faults</th></tr></thead><tbody>")
     for run in suite.runs:
         vals = [effective(run, r) for r in run.results]
+        xfails = [r for r in run.results if expected_failure(run, r)]
         outcome = ("fail" if False in vals else
-                   "unknown" if run.error is not None or None in vals or not vals else "pass")
+                   "unknown" if run.error is not None or None in vals or not vals else
+                   "xfail" if xfails else "pass")
         checks = (f"{vals.count(True)} pass · {vals.count(False)} fail · "
                   f"{sum(1 for v in vals if v is None)} unknown")
         faults = ", ".join(f"{k}: {n}" for k, n in sorted(run.faults.items())) or "none"
@@ -923,6 +944,10 @@ def _runs_section(suite: SuiteOutcome) -> str:
             notes.append(f'<span class="err">Adapter crashed: {esc(run.error)}</span>')
         if run.expected:
             notes.append(f"expected: {esc(run.expected)}")
+        for r in xfails:
+            first = r.violations[0].message if r.violations else r.note
+            notes.append(f"expected failure of {esc(r.checker)} ([expect] fails): "
+                         f"{esc(first)}")
         if run.skipped_faults:
             notes.append("skipped faults (adapter lacks the capability): "
                          + esc(", ".join(run.skipped_faults)))

@@ -18,7 +18,7 @@ from typing import Final
 from harness.checkers.base import Result
 from harness.history import History
 from harness.outcome import RunOutcome, SuiteOutcome
-from harness.report.summary import Summary, clean, effective
+from harness.report.summary import Summary, clean, effective, expected_failure, unmet_note
 
 _MAX_VIOLATIONS: Final = 10
 _MAX_RECORDS: Final = 20
@@ -89,7 +89,20 @@ def build(suite: SuiteOutcome, summary: Summary | None = None) -> ET.Element:
                 counts["tests"] += 1
                 result = by_name.get(name)
                 valid = None if result is None else effective(run, result)
-                if valid is False and result is not None:
+                if valid is False and result is not None and result.valid is True:
+                    # An invariant the scenario expects to fail held: the pinned bug is gone.
+                    fail = ET.SubElement(case, "failure", {
+                        "message": clean(f"{name} held, but the scenario expects it to fail"),
+                        "type": clean(name)})
+                    fail.text = clean(f"{unmet_note(result)}\n\nreplay: {run.replay_command}")
+                    counts["failures"] += 1
+                elif result is not None and expected_failure(run, result):
+                    # Shown as skipped, as pytest writes an xfail.
+                    first = result.violations[0].message if result.violations else result.note
+                    ET.SubElement(case, "skipped", {"type": "pytest.xfail", "message": clean(
+                        f"expected failure ([expect] fails): {first}"[:1000])})
+                    counts["skipped"] += 1
+                elif valid is False and result is not None:
                     shrunk = summary.shrunk_for(run)
                     replay = (shrunk or run).replay_command
                     first = result.violations[0].message if result.violations else result.note
