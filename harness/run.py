@@ -158,7 +158,7 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         skipped_faults=tuple(skipped),
         error=error,
         expected=_expected(schedule),
-        expected_failures=tuple(k for k, v in schedule.expect if v == "fail"),
+        expected_failures=tuple(k for k, v in schedule.expect if v == "fails"),
         alive=_alive(history),
         opened=opened,
         step_notes=tuple(notes),
@@ -359,7 +359,9 @@ def _alive(history: History) -> tuple[tuple[float, int], ...]:
 def _expected(schedule: Schedule) -> str | None:
     if not schedule.expect:
         return None
-    return ", ".join(f"{k}={v}" for k, v in schedule.expect)
+    fails = [k for k, v in schedule.expect if v == "fails"]
+    notes = [f"{k}={v}" for k, v in schedule.expect if v != "fails"]
+    return ", ".join(notes + ([f"fails=[{', '.join(fails)}]"] if fails else []))
 
 
 def _slug(text: str) -> str:
