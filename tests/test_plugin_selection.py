@@ -85,3 +85,15 @@ def test_the_explicit_ways_collect_the_whole_suite(project: pytest.Pytester) -> 
     assert _chaos(_collected(project, ".")) == chaos
     # -m chaos without a path: the suite alone.
     assert _collected(project, "-m", "chaos") == chaos
+
+
+def test_under_xdist_workers_follow_the_controllers_choice(project: pytest.Pytester) -> None:
+    """An xdist worker receives `testpaths` as explicit paths; it must still collect what the
+    controller collects (else xdist stops: "Different tests were collected")."""
+    project.makeini("[pytest]\nchaos_adapter = reference\ntestpaths = tests\n")
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2",
+                                          "--chaos-schedules=0")
+    result.assert_outcomes(passed=2 + 1 + len(SCENARIOS))
+    alone = project.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2",
+                                         "--chaos-schedules=0", "tests/test_one.py")
+    alone.assert_outcomes(passed=1)
