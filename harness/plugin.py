@@ -428,18 +428,18 @@ def _not_selected(config: pytest.Config, settings: ChaosSettings) -> str | None:
         return str(workerinput[_WORKER_NOT_SELECTED]) or None
     if config.getoption("chaos_suite") or config.args_source != pytest.Config.ArgsSource.ARGS:
         return None
-    anchors = [config.rootpath.resolve()]
+    holders = [config.rootpath.resolve()]  # a path that is or holds one of these selects
+    scenario_dir = None
     if settings.scenarios is not None:
         scenarios = settings.scenarios.resolve()
-        anchors.append(scenarios if scenarios.is_dir() else scenarios.parent)
+        scenario_dir = scenarios if scenarios.is_dir() else scenarios.parent
+        holders.append(scenario_dir)
     base = config.invocation_params.dir
-    paths = []
     for arg in config.args:
         path = (base / str(arg).split("::", 1)[0]).resolve()
-        paths.append(path)
-        if any(path == a or path in a.parents for a in anchors):
+        if any(path == h or path in h.parents for h in holders):
             return None
-        if settings.scenarios is not None and anchors[-1] in path.parents:
+        if scenario_dir is not None and scenario_dir in path.parents:
             return None
     return ("the command line selects paths that hold no chaos scenarios; add --chaos to "
             "run the chaos suite too, or select it with no path (-m chaos, -k NAME)")
@@ -610,6 +610,7 @@ def _from_json(data: dict[str, Any]) -> RunOutcome:
         for r in data["results"])
     values["skipped_faults"] = tuple(data.get("skipped_faults", ()))
     values["step_notes"] = tuple(data.get("step_notes", ()))
+    values["expected_failures"] = tuple(data.get("expected_failures", ()))
     values["alive"] = tuple((float(t), int(n)) for t, n in data.get("alive", ()))
     return RunOutcome(**values)
 
