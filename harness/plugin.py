@@ -61,7 +61,6 @@ DEFAULT_SCHEDULES = 25
 CACHE_KEY = "durable-chaos/seed"
 _WORKER_SEED = "durable_chaos_seed"
 _WORKER_RUNS = "durable_chaos_runs"
-_WORKER_NOT_SELECTED = "durable_chaos_not_selected"
 
 
 # ---------------------------------------------------------------------------- options
@@ -421,11 +420,6 @@ def _not_selected(config: pytest.Config, settings: ChaosSettings) -> str | None:
     Rejected: always collecting it (running one test file then ran every scenario and
     generated schedule), and never collecting it with paths (`pytest .` would lose it).
     """
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and _WORKER_NOT_SELECTED in workerinput:
-        # An xdist worker gets the controller's paths as explicit arguments (testpaths
-        # too): it takes the controller's decision, so both collect the same items.
-        return str(workerinput[_WORKER_NOT_SELECTED]) or None
     if config.getoption("chaos_suite") or config.args_source != pytest.Config.ArgsSource.ARGS:
         return None
     holders = [config.rootpath.resolve()]  # a path that is or holds one of these selects
@@ -577,7 +571,6 @@ class _XdistHooks:
         state = chaos_state(self.config)
         if state is not None:
             node.workerinput[_WORKER_SEED] = state.settings.seed
-            node.workerinput[_WORKER_NOT_SELECTED] = state.not_selected or ""
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         state = chaos_state(self.config)

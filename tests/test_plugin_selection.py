@@ -87,9 +87,9 @@ def test_the_explicit_ways_collect_the_whole_suite(project: pytest.Pytester) -> 
     assert _collected(project, "-m", "chaos") == chaos
 
 
-def test_under_xdist_workers_follow_the_controllers_choice(project: pytest.Pytester) -> None:
-    """An xdist worker receives `testpaths` as explicit paths; it must still collect what the
-    controller collects (else xdist stops: "Different tests were collected")."""
+def test_under_xdist_workers_collect_what_the_controller_collects(project: pytest.Pytester) -> None:
+    """Workers decide as the controller does (xdist keeps where the paths came from), so
+    both collect the same items (else xdist stops: "Different tests were collected")."""
     project.makeini("[pytest]\nchaos_adapter = reference\ntestpaths = tests\n")
     result = project.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2",
                                           "--chaos-schedules=0")
