@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--adapter", action="append", metavar="NAME|module:attr",
                        help="runtime under test (repeatable); default: reference. "
                        "See `durable-chaos adapters`.")
+        p.add_argument("--adapter-path", action="append", default=None, metavar="DIR",
+                       help="a directory to import a module:attr adapter from (repeatable; "
+                       "the current directory is always searched); replay commands name it")
         p.add_argument("--report-dir", default="reports", metavar="DIR",
                        help="where histories, index.html and junit.xml go (default: reports)")
         p.add_argument("--quiet", action="store_true", help="no progress display")
@@ -241,19 +244,36 @@ def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
             kinds = _note_kinds(note for _, note in notes)
             lines.append(f"  steps not applied as written: {kinds}; e.g. {notes[0][0]}: "
                          f"{notes[0][1]}")
-        by_invariant: dict[str, list[str]] = {}
+        by_invariant: dict[str, list[tuple[str, str]]] = {}
         for run in failed:
-            for result in run.results:
-                if result.valid is False:
-                    first = result.violations[0].message if result.violations else ""
-                    by_invariant.setdefault(result.checker, []).append(f"{run.name}: {first}")
+            for result in run.unexpected_violations:
+                first = result.violations[0].message if result.violations else ""
+                by_invariant.setdefault(result.checker, []).append(
+                    (f"{run.name}: {first}", run.replay_command))
+            for name in run.unmet_expectations:
+                by_invariant.setdefault(name, []).append(
+                    (f"{run.name}: held, but the scenario expects it to fail ([expect] "
+                     f"fails): the known bug it pins did not show; if it was fixed, remove "
+                     f"{name} from [expect] fails", run.replay_command))
+        expected = [(run.name, r.checker) for run in runs for r in run.expected_violations
+                    if run.error is None]
+        if expected:
+            lines.append(f"  expected failures ([expect] fails): {len(expected)}, e.g. "
+                         f"{expected[0][0]}: {expected[0][1]} violated, as expected")
         for invariant, examples in by_invariant.items():
-            lines.append(f"  {invariant}: {len(examples)} run(s), e.g. {examples[0]}")
+            lines.append(f"  {invariant}: {len(examples)} run(s), e.g. {examples[0][0]}")
+            if examples[0][1]:
+                lines.append(f"    replay: {examples[0][1]}")
         lines.extend(_capability_lines(runs))
     if suite.scenario_sets:
         lines.append(f"scenario sets: {', '.join(suite.scenario_sets)}")
     for minimal in suite.shrunk:
-        lines.append(f"replay the minimal failing schedule: {minimal.replay_command}")
+        if minimal.shrink_cut_short:
+            lines.append("shrinking cut short by the time budget: the smallest failing "
+                         "schedule found so far is reported, not a minimal one")
+            lines.append(f"replay the smallest failing schedule: {minimal.replay_command}")
+        else:
+            lines.append(f"replay the minimal failing schedule: {minimal.replay_command}")
     if suite.interrupted is not None:
         lines.append(f"incomplete: stopped by {suite.interrupted}; the report covers the "
                      f"{len(suite.runs)} run(s) that finished")
@@ -389,6 +409,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         use_components(args.components, source="--components")
     elif os.environ.get(COMPONENTS_ENV):
         use_components(os.environ[COMPONENTS_ENV], source=f"${COMPONENTS_ENV}")
+    if getattr(args, "adapter_path", None):
+        from harness.replay import use_adapter_paths
+
+        use_adapter_paths(args.adapter_path)
     adapters = args.adapter or ["reference"]
     run_timeout = _run_timeout(args.run_timeout)
     workers, ray = _fan_out(args)

@@ -38,6 +38,10 @@ class _OutOfTime(BaseException):
     """Stops a Hypothesis search when the time budget is spent (not a failure to shrink)."""
 
 
+class _ShrinkOutOfTime(BaseException):
+    """Stops shrinking when the time budget is spent; the smallest failure so far stands."""
+
+
 class _StopAtFailure(BaseException):
     """Ends a search without shrinking (a batch of a fan-out: the parent shrinks once). A
     BaseException, so that Hypothesis passes it through instead of shrinking it."""
@@ -50,6 +54,9 @@ class Exploration:
     examples: int = 0
     wall_time: float = 0.0
     out_of_time: bool = False
+    # The time budget ended while shrinking: `shrunk` holds the smallest failing schedule
+    # found by then, not a minimal one.
+    shrink_cut_short: bool = False
 
 
 def explore(
@@ -64,6 +71,7 @@ def explore(
     size: Any = None,
     shrink: bool = True,
     keep_histories: bool = False,
+    shrink_deadline: float | None = None,
 ) -> Exploration:
     """Run up to `count` generated schedules; shrink the first failure to a minimal one.
 
@@ -72,6 +80,11 @@ def explore(
     With `shrink=False` the search stops at the first failure and nothing is shrunk (one
     batch of a fan-out, see harness.fanout). With `keep_histories`, the failing and unknown
     runs keep their histories under `options.report_dir` (a batch brings them back).
+
+    `deadline` (on `wall()`'s clock) bounds generating and shrinking; `shrink_deadline`, when
+    given, bounds only the shrinking (a fan-out's parent replays a batch up to its failure,
+    which the budget must not cut). When it passes during shrinking, shrinking stops and the
+    smallest failing schedule found so far is reported, marked `shrink_cut_short`.
     """
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hyp_seed
@@ -82,6 +95,11 @@ def explore(
     quiet = options if keep_histories else replace(options, save_history=False)
     failing_seen = False
     started = wall()
+    shrink_until = shrink_deadline if shrink_deadline is not None else deadline
+    # The invariant being shrunk and the smallest failing run of it so far (fewest steps,
+    # then shortest text): what stands when the budget cuts shrinking short.
+    target: str | None = None
+    best: RunOutcome | None = None
 
     @settings(max_examples=max(1, count), database=None, deadline=None,
               phases=(Phase.generate, Phase.shrink), suppress_health_check=list(HealthCheck),
@@ -89,9 +107,11 @@ def explore(
     @hyp_seed(seed)
     @given(schedules(size or Size()))
     def prop(schedule: Schedule) -> None:
-        nonlocal failing_seen
+        nonlocal failing_seen, target, best
         if deadline is not None and wall() > deadline and not failing_seen:
             raise _OutOfTime()
+        if failing_seen and shrink_until is not None and wall() > shrink_until:
+            raise _ShrinkOutOfTime()
         outcome = run_schedule(adapter, schedule, quiet)
         if not failing_seen:
             found.examples += 1
@@ -104,6 +124,9 @@ def explore(
             failing_seen = True
             if not shrink:
                 raise _StopAtFailure()
+            target = target or failing[0]
+            if target in failing and (best is None or _size(outcome) < _size(best)):
+                best = outcome
             raise _failure_type(failing[0])(outcome)
 
     try:
@@ -115,15 +138,25 @@ def explore(
         found.out_of_time = True
     except _StopAtFailure:
         pass
+    except _ShrinkOutOfTime:
+        assert best is not None  # shrinking starts only after a failure
+        found.shrink_cut_short = True
+        found.shrunk.append(replace(_rerun(adapter, best, options), shrink_cut_short=True))
     except InvariantFailed as failure:
-        minimal = failure.outcome
-        # Re-run the minimal schedule with histories saved, for the report and replay.
-        schedule = _schedule_from(minimal)
-        final = run_schedule(adapter, replace(schedule, name=f"shrunk-{minimal.name}"),
-                             options)
-        found.shrunk.append(final)
+        found.shrunk.append(_rerun(adapter, failure.outcome, options))
     found.wall_time = wall() - started
     return found
+
+
+def _size(outcome: RunOutcome) -> tuple[int, int]:
+    steps = sum(1 for line in outcome.schedule_toml.splitlines() if line == "[[step]]")
+    return steps, len(outcome.schedule_toml)
+
+
+def _rerun(adapter: Adapter, minimal: RunOutcome, options: RunOptions) -> RunOutcome:
+    """Re-run the minimal schedule with histories saved, for the report and replay."""
+    schedule = _schedule_from(minimal)
+    return run_schedule(adapter, replace(schedule, name=f"shrunk-{minimal.name}"), options)
 
 
 @contextmanager

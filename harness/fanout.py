@@ -337,8 +337,9 @@ def explore_fanned(
         # Shrink once, in the parent: the batch's search is replayed up to its failure (same
         # seed, same examples) and then shrunk.
         again = explore(adapter, first_failure.count, first_failure.seed, options,
-                        invariant=invariant)
+                        invariant=invariant, shrink_deadline=deadline)
         found.shrunk.extend(again.shrunk)
+        found.shrink_cut_short = again.shrink_cut_short
     found.wall_time = wall() - started
     return found
 
@@ -353,7 +354,7 @@ def _place(batch: BatchResult, options: RunOptions) -> list[RunOutcome]:
         if options.report_dir is None:
             runs[position] = replace(outcome,
                                      replay_command=_replay(replay_spec(options), None,
-                                                            schedule))
+                                                            schedule, options.run_timeout))
             continue
         run_dir = options.report_dir / "runs" / _slug(outcome.adapter) / _slug(outcome.name)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -363,7 +364,8 @@ def _place(batch: BatchResult, options: RunOptions) -> list[RunOutcome]:
         schedule_path.write_text(outcome.schedule_toml, encoding="utf-8")
         runs[position] = replace(outcome, history_path=str(history_path),
                                  replay_command=_replay(replay_spec(options),
-                                                        str(schedule_path), schedule))
+                                                        str(schedule_path), schedule,
+                                                        options.run_timeout))
     return runs
 
 

@@ -67,10 +67,37 @@ class RunOutcome:
     # judged, for the reader, but never a failure or an unknown of the run. `results` holds
     # the claimed ones only.
     unclaimed: tuple[Result, ...] = ()
+    # A schedule shrunk from a failure, whose shrinking the time budget cut short: the
+    # smallest failing schedule found by then, not a minimal one.
+    shrink_cut_short: bool = False
+    # Invariants the scenario says must be violated (`[expect] fails`): it pins a known bug.
+    expected_failures: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
-        return any(r.valid is False for r in self.results)
+        """A violation the scenario did not expect, or an expected one that did not show."""
+        return bool(self.unexpected_violations or self.unmet_expectations)
+
+    @property
+    def unexpected_violations(self) -> tuple[Result, ...]:
+        return tuple(r for r in self.results
+                     if r.valid is False and r.checker not in self.expected_failures)
+
+    @property
+    def unmet_expectations(self) -> tuple[str, ...]:
+        """Invariants `[expect] fails` names that held (or were not checked at all). A run
+        that could not be judged meets and misses nothing: it is unknown."""
+        if self.error is not None:
+            return ()
+        by_name = {r.checker: r for r in self.results}
+        return tuple(name for name in self.expected_failures
+                     if name not in by_name or by_name[name].valid is True)
+
+    @property
+    def expected_violations(self) -> tuple[Result, ...]:
+        """The violations `[expect] fails` asked for (an expected failure)."""
+        return tuple(r for r in self.results
+                     if r.valid is False and r.checker in self.expected_failures)
 
     @property
     def unknown(self) -> bool:
@@ -100,7 +127,9 @@ class SuiteOutcome:
 
     @property
     def violations(self) -> int:
-        return sum(1 for run in self.runs for r in run.results if r.valid is False)
+        """Unexpected violations, plus expected ones (`[expect] fails`) that did not show."""
+        return sum(len(run.unexpected_violations) + len(run.unmet_expectations)
+                   for run in self.runs)
 
     def of_adapter(self, adapter: str) -> Sequence[RunOutcome]:
         return [run for run in self.runs if run.adapter == adapter]

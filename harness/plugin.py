@@ -12,6 +12,11 @@ virtual node per adapter (`-m chaos` selects it, `-m "not chaos"` leaves it out)
     durable-chaos::ADAPTER::generated[INVARIANT]  generated schedules judged by one invariant,
                                                   the first failure shrunk to a minimal one
 
+Selection: with no path on the command line (`pytest`, `pytest -m chaos`, `pytest -k NAME`,
+`testpaths` from the ini) or with `--chaos`, the suite is collected; paths that are the
+project's own tests (`pytest tests/test_one.py`) leave it out, and the header says so; the
+scenarios directory, or a directory holding it or the rootdir (`pytest .`), selects it.
+
 Seeds: one session seed (an integer, `last` from pytest's cache, or a fresh one), printed in
 the report header and handed to xdist workers; each generated item derives its own seed
 from the session seed and its node id, so reordering or selecting items changes nothing.
@@ -105,6 +110,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("chaos_run_timeout", "default of --chaos-run-timeout", default="")
     group.addoption(
+        "--chaos", dest="chaos_suite", action="store_true", default=False,
+        help="collect the whole chaos suite even when the command line selects paths (by "
+        "default a path selects it only if it is the scenarios directory, or holds it or "
+        "the rootdir; with no path it is always collected)",
+    )
+    group.addoption(
         "--chaos-components", dest="chaos_components", default=None,
         metavar="processes|containers",
         help="real adapters run their components and worker hosts as processes (default) or "
@@ -158,6 +169,8 @@ class ChaosState:
     shrunk: list[RunOutcome] = field(default_factory=list)
     started: float = 0.0
     report: str | None = None  # where the report went, or why it did not
+    # Why the suite is not collected in this session (paths that do not select it), or None.
+    not_selected: str | None = None
 
     def options(self, spec: str) -> RunOptions:
         from harness.runner import RunOptions
@@ -430,7 +443,8 @@ def pytest_configure(config: pytest.Config) -> None:
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
     scenarios = _load_scenarios(config, settings.scenarios)
-    config.stash[STATE] = ChaosState(settings, adapters, scenarios)
+    config.stash[STATE] = ChaosState(settings, adapters, scenarios,
+                                     not_selected=_not_selected(config, settings))
     config.addinivalue_line("markers", f"{MARKER}: an item of the durable-chaos suite")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(config), "durable-chaos-xdist")
@@ -445,6 +459,33 @@ def _claims_checked(adapter: Adapter, invariants: tuple[str, ...] | None) -> Non
     from harness.checkers import ALL
 
     claimed_invariants(adapter, invariants, [c.name for c in ALL])
+def _not_selected(config: pytest.Config, settings: ChaosSettings) -> str | None:
+    """Why the paths on the command line leave the chaos suite out, or None to collect it.
+
+    The rule: with no path (plain `pytest`, `-m chaos`, `-k NAME`, `testpaths` from the ini)
+    or with `--chaos` the suite is collected; `pytest tests/test_one.py` (paths that are
+    the project's tests) does not drag it in. A path selects it when it is the scenarios
+    directory or inside it, or when it holds the scenarios or the rootdir (`pytest .`).
+    Rejected: always collecting it (running one test file then ran every scenario and
+    generated schedule), and never collecting it with paths (`pytest .` would lose it).
+    """
+    if config.getoption("chaos_suite") or config.args_source != pytest.Config.ArgsSource.ARGS:
+        return None
+    holders = [config.rootpath.resolve()]  # a path that is or holds one of these selects
+    scenario_dir = None
+    if settings.scenarios is not None:
+        scenarios = settings.scenarios.resolve()
+        scenario_dir = scenarios if scenarios.is_dir() else scenarios.parent
+        holders.append(scenario_dir)
+    base = config.invocation_params.dir
+    for arg in config.args:
+        path = (base / str(arg).split("::", 1)[0]).resolve()
+        if any(path == h or path in h.parents for h in holders):
+            return None
+        if scenario_dir is not None and scenario_dir in path.parents:
+            return None
+    return ("the command line selects paths that hold no chaos scenarios; add --chaos to "
+            "run the chaos suite too, or select it with no path (-m chaos, -k NAME)")
 
 
 def _load_scenarios(config: pytest.Config, path: Path | None) -> list[Schedule]:
@@ -488,13 +529,16 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     scenarios = "none"
     if s.scenarios is not None:
         scenarios = f"{len(state.scenarios)} from {_show(config, s.scenarios)}"
-    return [
+    lines = [
         f"durable-chaos: seed {s.seed} ({s.seed_note}; rerun with --chaos-seed={s.seed})"
         f"{cached}",
         f"durable-chaos: adapters {', '.join(s.adapters)}; scenarios {scenarios}; "
         f"{s.schedules} generated schedule(s) per invariant"
         + (f"; report {_show(config, s.report_dir)}" if s.report_dir else ""),
     ]
+    if state.not_selected is not None:
+        lines.append(f"durable-chaos: chaos suite not collected: {state.not_selected}")
+    return lines
 
 
 def _show(config: pytest.Config, path: Path) -> str:
@@ -517,7 +561,7 @@ def pytest_make_collect_report(
     report = yield
     if isinstance(collector, pytest.Session) and report.passed:
         state = chaos_state(collector.config)
-        if state is not None:
+        if state is not None and state.not_selected is None:
             suite = ChaosSuite.from_parent(collector, name=SUITE_NODE, nodeid=SUITE_NODE)
             suite.add_marker(MARKER)
             report.result.append(suite)
@@ -614,6 +658,7 @@ def _from_json(data: dict[str, Any]) -> RunOutcome:
                r["reached"], r["note"], dict(r["stats"]))
         for r in data.get("unclaimed", ()))
     values["step_notes"] = tuple(data.get("step_notes", ()))
+    values["expected_failures"] = tuple(data.get("expected_failures", ()))
     values["alive"] = tuple((float(t), int(n)) for t, n in data.get("alive", ()))
     return RunOutcome(**values)
 
@@ -720,6 +765,10 @@ class ScenarioItem(_ChaosItem):
         self.state.runs.append(outcome)
         if outcome.failed or outcome.unknown:
             raise ChaosFailure(_scenario_failure(outcome, self.schedule))
+        if outcome.expected_violations:
+            names = ", ".join(r.checker for r in outcome.expected_violations)
+            pytest.xfail(f"{names} violated, as the scenario's [expect] fails says (a known "
+                         "bug it pins)")
 
 
 class InvariantItem(_ChaosItem):
@@ -791,9 +840,15 @@ def _scenario_failure(outcome: RunOutcome, schedule: Schedule) -> str:
     lines = []
     if outcome.error is not None:
         lines.append(f"unknown: the adapter crashed: {outcome.error}")
+    for name in outcome.unmet_expectations:
+        lines.append(f"{name}: held, but the scenario expects it to fail ([expect] fails): "
+                     f"the known bug it pins did not show; if it was fixed, remove {name} "
+                     "from [expect] fails")
     for result in outcome.results:
         if result.valid is False:
-            lines.append(f"{result.checker}: {_indent(result.witness(3))}")
+            expected = (" (expected: [expect] fails)"
+                        if result.checker in outcome.expected_failures else "")
+            lines.append(f"{result.checker}{expected}: {_indent(result.witness(3))}")
         elif result.valid is None and outcome.error is None:
             lines.append(f"{result.checker}: unknown: {result.note}")
     lines.append("")
@@ -834,8 +889,10 @@ def _generated_failure(item: InvariantItem, minimal: RunOutcome, seed: int,
 def _replay(outcome: RunOutcome, spec: str) -> str:
     if outcome.history_path is not None:
         return f"replay: {outcome.replay_command}"
-    return (f"replay: save the schedule above as schedule.toml, then: durable-chaos replay "
-            f"--adapter {spec} schedule.toml")
+    from harness.replay import replay_command
+
+    return ("replay: save the schedule above as schedule.toml, then: "
+            + replay_command(spec, None))
 
 
 def _indent(text: str) -> str:

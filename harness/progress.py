@@ -23,11 +23,14 @@ class Progress:
 
     def update(self, outcome: RunOutcome) -> None:
         self.done += 1
-        bad = [r.checker for r in outcome.results if r.valid is False]
+        bad = [r.checker for r in outcome.unexpected_violations]
+        bad += [f"{name} (expected to fail, held)" for name in outcome.unmet_expectations]
         self.violations += len(bad)
         if not self.enabled:
             return
-        status = "FAIL " + ",".join(bad) if bad else ("unknown" if outcome.unknown else "ok")
+        expected = [r.checker for r in outcome.expected_violations]
+        status = ("FAIL " + ",".join(bad) if bad else "unknown" if outcome.unknown else
+                  "expected failure " + ",".join(expected) if expected else "ok")
         line = printable(f"[{self.done}/{self.total}] {outcome.adapter} {outcome.name}: "
                          f"{status}  ({self.violations} violation(s) so far)")
         now = wall()

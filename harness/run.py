@@ -178,6 +178,7 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         skipped_faults=tuple(s.action for s in skipped if s.action in FAULT_ACTIONS),
         error=error,
         expected=_expected(schedule),
+        expected_failures=tuple(k for k, v in schedule.expect if v == "fails"),
         alive=_alive(history),
         opened=opened,
         step_notes=tuple(notes),
@@ -398,7 +399,9 @@ def _alive(history: History) -> tuple[tuple[float, int], ...]:
 def _expected(schedule: Schedule) -> str | None:
     if not schedule.expect:
         return None
-    return ", ".join(f"{k}={v}" for k, v in schedule.expect)
+    fails = [k for k, v in schedule.expect if v == "fails"]
+    notes = [f"{k}={v}" for k, v in schedule.expect if v != "fails"]
+    return ", ".join(notes + ([f"fails=[{', '.join(fails)}]"] if fails else []))
 
 
 def _slug(text: str) -> str:
@@ -417,12 +420,13 @@ def replay_spec(options: RunOptions) -> str:
 def _save(outcome: RunOutcome, schedule: Schedule, history: History,
           options: RunOptions) -> RunOutcome:
     spec = replay_spec(options)
+    timeout = options.run_timeout
     if options.report_dir is None:
-        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule))
+        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule, timeout))
     keep = options.save_history and (schedule.source == "scenario" or outcome.failed
                                       or outcome.unknown)
     if not keep:
-        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule))
+        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule, timeout))
     run_dir = options.report_dir / "runs" / _slug(outcome.adapter) / _slug(schedule.name)
     run_dir.mkdir(parents=True, exist_ok=True)
     history_path = history.save(run_dir / "history.jsonl")
@@ -430,9 +434,13 @@ def _save(outcome: RunOutcome, schedule: Schedule, history: History,
     schedule_path.write_text(schedule.to_toml(), encoding="utf-8")
     replay_from = schedule.path if schedule.source == "scenario" and schedule.path else None
     return replace(outcome, history_path=str(history_path),
-                   replay_command=_replay(spec, replay_from or str(schedule_path), schedule))
+                   replay_command=_replay(spec, replay_from or str(schedule_path), schedule,
+                                          timeout))
 
 
-def _replay(spec: str, path: str | None, schedule: Schedule) -> str:
-    target = path if path else "<save the schedule below as schedule.toml> schedule.toml"
-    return f"durable-chaos replay --adapter {spec} {target}"
+def _replay(spec: str, path: str | None, schedule: Schedule,
+            run_timeout: float | None = None) -> str:
+    # A command that reruns as printed, from any directory (see harness.replay).
+    from harness.replay import replay_command
+
+    return replay_command(spec, path, run_timeout=run_timeout)

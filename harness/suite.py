@@ -126,9 +126,12 @@ def run_suite(
                     shrunk.extend(result.shrunk)
                     for minimal in result.shrunk:
                         bad = [r for r in minimal.results if r.valid is False]
+                        what = ("smallest failing schedule so far (shrinking cut short by "
+                                "the time budget)" if minimal.shrink_cut_short else
+                                "minimal failing schedule")
                         for r in bad:
-                            bar.message(f"minimal failing schedule ({len(_steps(minimal))} "
-                                        f"steps) for {r.checker}: {minimal.replay_command}")
+                            bar.message(f"{what} ({len(_steps(minimal))} steps) for "
+                                        f"{r.checker}: {minimal.replay_command}")
                     if result.out_of_time:
                         complete = False
                         bar.message(f"time budget spent after {result.examples} generated "

@@ -85,7 +85,7 @@ def test_a_file_named_twice_runs_once() -> None:
     ("notes", "--scenarios: notes holds no *.toml scenario files"),
     ("missing", "--scenarios: missing does not exist"),
     ("builtin:nope", "--scenarios: builtin:nope is not a built-in scenario set; use builtin "
-                     "or one of: builtin:real"),
+                     "or one of: builtin:known-bugs, builtin:real"),
 ])
 def test_a_scenario_source_without_scenarios_is_a_usage_error(
         value: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -160,7 +160,7 @@ def test_the_suite_fails_on_the_naive_design_with_a_minimal_replayable_schedule(
     result.stdout.fnmatch_lines([
         "*durable-chaos: naive scenario[[]02-answered-after-3-days-across-redeploys[]]*",
         "pinning-bound: *dep1*t=3.00d*",  # the checker's witness: the answer came on day 3
-        "replay: durable-chaos replay --adapter naive *02-answered-after-3-days*.toml",
+        "replay: *durable-chaos replay --adapter naive *02-answered-after-3-days*.toml",
     ])
     # The generated item reads "pinning-bound: <witness>", the minimal schedule, the replay.
     result.stdout.fnmatch_lines([
@@ -170,7 +170,7 @@ def test_the_suite_fails_on_the_naive_design_with_a_minimal_replayable_schedule(
         "[[][[]step[]][]]",
         'do = "message"',
         'tools = ["send_email"]',
-        "replay: save the schedule above as schedule.toml, then: durable-chaos replay "
+        "replay: save the schedule above as schedule.toml, then: *durable-chaos replay "
         "--adapter naive schedule.toml",
         'rerun this item: pytest --chaos-adapter naive --chaos-seed 3 --chaos-schedules 5 '
         '-m chaos -k "generated and pinning-bound"',
@@ -191,7 +191,7 @@ def test_the_report_is_written_at_the_end_of_the_session(pytester: pytest.Pytest
     saved = list((pytester.path / "out" / "runs" / "naive").glob("*/schedule.toml"))
     assert [p.parent.name for p in saved] == ["pinning-bound-shrunk-generated-0"]
     # With the schedule saved, the replay command names its file.
-    result.stdout.fnmatch_lines(["replay: durable-chaos replay --adapter naive */out/runs/naive/"
+    result.stdout.fnmatch_lines(["replay: *durable-chaos replay --adapter naive */out/runs/naive/"
                                  "pinning-bound-shrunk-generated-0/schedule.toml"])
 
 

@@ -34,9 +34,11 @@ from harness.report.summary import (
     adapters_of,
     clean,
     effective,
+    expected_failure,
     invariants,
     skipped_kinds,
     unclaimed_of,
+    unmet_note,
 )
 from harness.report.summary import shrunk_for as _shrunk_for
 from harness.report.timeline import (
@@ -141,7 +143,8 @@ _STEP_NOTES = 10  # step notes shown per run; the history has them all
 
 def badge(kind: str, text: str | None = None) -> str:
     label = text or {"pass": "pass", "fail": "fail", "unknown": "unknown",
-                     "unreached": "not reached", "notclaimed": "not claimed"}.get(kind, kind)
+                     "unreached": "not reached", "notclaimed": "not claimed",
+                     "xfail": "expected failure"}.get(kind, kind)
     return f'<span class="badge b-{esc(kind)}">{esc(label)}</span>'
 
 
@@ -158,15 +161,18 @@ class _Tally:
     unknown: int = 0
     reached: int = 0  # runs that reached the window (and gave a verdict)
     unreached_passes: int = 0
+    expected: int = 0  # violations a scenario's [expect] fails asked for
 
     @property
     def runs(self) -> int:
-        return self.passed + self.failed + self.unknown
+        return self.passed + self.failed + self.unknown + self.expected
 
     @property
     def status(self) -> str:
         if self.failed:
             return "fail"
+        if self.expected and not self.passed:
+            return "xfail"
         if self.passed and self.unreached_passes == self.passed:
             return "unreached"
         if self.passed:
@@ -198,6 +204,10 @@ def tallies(suite: SuiteOutcome) -> dict[tuple[str, str], _Tally]:
             if result is None:
                 if run.error is not None:
                     tally.add(None, False)
+                continue
+            if expected_failure(run, result):
+                tally.expected += 1
+                tally.reached += 1
                 continue
             tally.add(effective(run, result), result.reached)
     return out
@@ -260,7 +270,9 @@ def _property_table(suite: SuiteOutcome) -> str:
                 f'<span class="c-pass" title="passed">{t.passed} pass</span> · '
                 f'<span class="c-fail" title="failed">{t.failed} fail</span> · '
                 f'<span class="c-unknown" title="unknown">{t.unknown} unknown</span>'
-                "</span>")
+                + (f' · <span class="c-xfail" title="violated, as the scenario expects">'
+                   f"{t.expected} expected failure</span>" if t.expected else "")
+                + "</span>")
             out.append(f'<span class="reach">window reached in {t.reached} of '
                        f"{_plural(t.runs, 'run')}</span>")
             if t.passed and t.unreached_passes == t.passed and not t.failed:
@@ -444,7 +456,9 @@ def _failing_run(run: RunOutcome, suite: SuiteOutcome, histories: _Histories, n:
         if isinstance(shrunk_history, History):
             evidence, history = shrunk, shrunk_history
     failing = [r for r in evidence.results if effective(evidence, r) is False]
-    title = ("Minimal failing schedule found by shrinking: " if shrunk_origin else "") + run.name
+    title = (("Smallest failing schedule found before the time budget cut shrinking short: "
+              if run.shrink_cut_short else "Minimal failing schedule found by shrinking: ")
+             if shrunk_origin else "") + run.name
     out = [f'<article class="failing" id="violation-{n}">',
            f'<header><h3>{badge("fail")} {esc(title)}</h3>'
            f'<p class="meta">adapter <b>{esc(run.adapter)}</b> · seed <b>{run.seed}</b> · '
@@ -464,7 +478,9 @@ def _failing_run(run: RunOutcome, suite: SuiteOutcome, histories: _Histories, n:
         for v in result.violations[:_MAX_VIOLATIONS_SHOWN]:
             out.append(_violation_block(v, history))
             cited.update(v.records)
-        if not result.violations:
+        if result.valid is True:  # an expected failure that did not show
+            out.append(f'<p class="witness">{esc(unmet_note(result))}</p>')
+        elif not result.violations:
             out.append(f'<p class="witness">{esc(result.note or "failed without a witness")}'
                        "</p>")
         more = len(result.violations) - _MAX_VIOLATIONS_SHOWN
@@ -475,7 +491,12 @@ def _failing_run(run: RunOutcome, suite: SuiteOutcome, histories: _Histories, n:
 
     source = shrunk or run
     out.append('<div class="repro">')
-    if shrunk is not None:
+    if source.shrink_cut_short:
+        heading = "Smallest failing schedule so far (shrinking cut short)"
+        out.append('<p class="evidence-note shrink-cut-short">Shrinking was cut short by the '
+                   "time budget: this is the smallest failing schedule found by then, not a "
+                   "minimal one. A larger <code>--time-budget</code> shrinks further.</p>")
+    elif shrunk is not None:
         heading = "Minimal schedule (shrunk)"
     elif shrunk_origin:
         heading = "Minimal schedule"
@@ -945,8 +966,10 @@ def _runs_section(suite: SuiteOutcome) -> str:
                "<th>Virtual time</th><th>Wall time</th><th>Faults</th></tr></thead><tbody>")
     for run in suite.runs:
         vals = [effective(run, r) for r in run.results]
+        xfails = [r for r in run.results if expected_failure(run, r)]
         outcome = ("fail" if False in vals else
-                   "unknown" if run.error is not None or None in vals or not vals else "pass")
+                   "unknown" if run.error is not None or None in vals or not vals else
+                   "xfail" if xfails else "pass")
         checks = (f"{vals.count(True)} pass · {vals.count(False)} fail · "
                   f"{sum(1 for v in vals if v is None)} unknown")
         faults = ", ".join(f"{k}: {n}" for k, n in sorted(run.faults.items())) or "none"
@@ -960,6 +983,10 @@ def _runs_section(suite: SuiteOutcome) -> str:
             notes.append(f'<span class="err">Adapter crashed: {esc(run.error)}</span>')
         if run.expected:
             notes.append(f"expected: {esc(run.expected)}")
+        for r in xfails:
+            first = r.violations[0].message if r.violations else r.note
+            notes.append(f"expected failure of {esc(r.checker)} ([expect] fails): "
+                         f"{esc(first)}")
         if run.skipped_steps:
             notes.append("skipped steps (the runtime lacks the capability): " + esc(", ".join(
                 f"{s.action} (lacks {s.lacks})" for s in run.skipped_steps)))

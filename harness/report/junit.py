@@ -20,7 +20,14 @@ from typing import Final
 from harness.checkers.base import Result
 from harness.history import History
 from harness.outcome import RunOutcome, SuiteOutcome
-from harness.report.summary import Summary, clean, effective, not_claimed_note
+from harness.report.summary import (
+    Summary,
+    clean,
+    effective,
+    expected_failure,
+    not_claimed_note,
+    unmet_note,
+)
 
 _MAX_VIOLATIONS: Final = 10
 _MAX_RECORDS: Final = 20
@@ -112,7 +119,20 @@ def build(suite: SuiteOutcome, summary: Summary | None = None) -> ET.Element:
                     continue
                 result = by_name.get(name)
                 valid = None if result is None else effective(run, result)
-                if valid is False and result is not None:
+                if valid is False and result is not None and result.valid is True:
+                    # An invariant the scenario expects to fail held: the pinned bug is gone.
+                    fail = ET.SubElement(case, "failure", {
+                        "message": clean(f"{name} held, but the scenario expects it to fail"),
+                        "type": clean(name)})
+                    fail.text = clean(f"{unmet_note(result)}\n\nreplay: {run.replay_command}")
+                    counts["failures"] += 1
+                elif result is not None and expected_failure(run, result):
+                    # Shown as skipped, as pytest writes an xfail.
+                    first = result.violations[0].message if result.violations else result.note
+                    ET.SubElement(case, "skipped", {"type": "pytest.xfail", "message": clean(
+                        f"expected failure ([expect] fails): {first}"[:1000])})
+                    counts["skipped"] += 1
+                elif valid is False and result is not None:
                     shrunk = summary.shrunk_for(run)
                     replay = (shrunk or run).replay_command
                     first = result.violations[0].message if result.violations else result.note
@@ -121,6 +141,9 @@ def build(suite: SuiteOutcome, summary: Summary | None = None) -> ET.Element:
                         "type": clean(name),
                     })
                     fail.text = _failure_text(run, result, histories.get(run), replay)
+                    if (shrunk or run).shrink_cut_short:
+                        fail.text += ("\n(shrinking cut short by the time budget: the replay "
+                                      "is the smallest failing schedule found so far)")
                     counts["failures"] += 1
                 elif valid is None:
                     note = result.note if result is not None and result.note else "no verdict"

@@ -28,8 +28,26 @@ def clean(text: str) -> str:
 
 
 def effective(run: RunOutcome, result: Result) -> Valid:
-    """A run whose adapter crashed proves nothing either way: every result is unknown."""
-    return None if run.error is not None else result.valid
+    """A run whose adapter crashed proves nothing either way: every result is unknown. An
+    invariant the scenario expects to fail (`[expect] fails`) is turned around: violated is
+    as expected (True, shown as an expected failure), holding is the failure."""
+    if run.error is not None:
+        return None
+    if result.checker in run.expected_failures and result.valid is not None:
+        return not result.valid
+    return result.valid
+
+
+def expected_failure(run: RunOutcome, result: Result) -> bool:
+    """The violation a scenario's `[expect] fails` asked for."""
+    return run.error is None and result in run.expected_violations
+
+
+def unmet_note(result: Result) -> str:
+    """Why an invariant the scenario expects to fail counts as failed although it held."""
+    return (f"{result.checker} held, but the scenario expects it to fail ([expect] fails): "
+            "the known bug it pins did not show. If the bug was fixed, remove "
+            f"{result.checker} from [expect] fails.")
 
 
 def invariants(runs: Iterable[RunOutcome]) -> list[str]:

@@ -111,7 +111,8 @@ class Schedule:
     description: str = ""
     hosts: int = 2
     horizon: float | None = None  # run until; default: last step + max_wait + margin
-    expect: tuple[tuple[str, str], ...] = ()  # invariant -> "pass" | "fail"
+    # invariant (or "all") -> "pass" | "fail" (notes), or "fails" (listed in [expect] fails)
+    expect: tuple[tuple[str, str], ...] = ()
     source: str = "scenario"
     path: str | None = None
 
@@ -140,7 +141,10 @@ class Schedule:
         if self.expect:
             lines.append("")
             lines.append("[expect]")
-            lines.extend(f"{_key(k)} = {_toml(v)}" for k, v in self.expect)
+            fails = [k for k, v in self.expect if v == "fails"]  # [expect] fails = [...]
+            if fails:
+                lines.append(f"fails = {_toml(fails)}")
+            lines.extend(f"{_key(k)} = {_toml(v)}" for k, v in self.expect if v != "fails")
         for step in self.steps:
             lines.append("")
             lines.append("[[step]]")

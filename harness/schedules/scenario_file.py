@@ -13,6 +13,7 @@ from reference_impl.faultpoints import POINTS
 
 _TOP = {"name", "description", "seed", "hosts", "horizon", "expect", "step"}
 _OUTCOMES = ("pass", "fail")
+FAILS = "fails"  # the value of a name listed in [expect] fails (see Schedule.expect)
 MAX_NAME = 100
 
 
@@ -82,22 +83,58 @@ def parse_scenario(data: dict[str, Any], where: str, default_name: str) -> Sched
 
 
 def _expect(raw: Any, where: str) -> tuple[tuple[str, str], ...]:
+    """`[expect]`: `fails = [NAMES]`, and notes `all = "pass"`, `NAME = "pass"|"fail"`.
+
+    `fails` pins a known bug: the run passes only when each named invariant is violated and
+    every other one holds, and fails saying so when one holds (harness.outcome). The notes
+    only say what the run should show (the report prints them): a demonstration such as
+    examples/temporal_approval writes `pinning-bound = "fail"` and its run is red when it
+    shows. Normalized to (name, value) pairs, value "fails" for the names in `fails`.
+    """
     from harness.checkers import ALL
 
     if not isinstance(raw, dict):
         raise ScenarioError(where, "expect", "expected a table",
                             'write [expect] then all = "pass"')
-    names = {c.name for c in ALL} | {"all"}
-    out = []
+    invariants = [c.name for c in ALL]
+    out: dict[str, str] = {}
+    if "fails" in raw:
+        fails = raw["fails"]
+        if not isinstance(fails, list) or not fails or not all(isinstance(f, str)
+                                                               for f in fails):
+            raise ScenarioError(where, "expect.fails", f"expected a non-empty list of "
+                                f"invariant names, got {fails!r}",
+                                'write fails = ["busy-rule"]')
+        for name in fails:
+            _known(name, invariants, where, "expect.fails")
+            out[name] = FAILS
     for key, value in raw.items():
-        if key not in names:
-            raise ScenarioError(where, f"expect.{key}", "unknown invariant",
-                                f"use one of {sorted(names)}")
+        if key == "fails":
+            continue
+        if key != "all":
+            _known(key, [*invariants, "all", "fails"], where, f"expect.{key}")
         if value not in _OUTCOMES:
             raise ScenarioError(where, f"expect.{key}", f"expected 'pass' or 'fail', got "
                                 f"{value!r}", f'write {key} = "pass"')
-        out.append((key, value))
-    return tuple(out)
+        if out.get(key) == FAILS:
+            if value == "pass":
+                raise ScenarioError(where, f"expect.{key}", "is in fails and says 'pass'",
+                                    f"keep one of the two for {key}")
+            continue
+        out[key] = value
+    return tuple(out.items())
+
+
+def _known(name: str, names: list[str], where: str, field: str) -> None:
+    if name in names:
+        return
+    import difflib
+
+    near = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    listed = sorted(n for n in names if n not in ("all", "fails"))
+    raise ScenarioError(where, field, f"unknown invariant {name!r}",
+                        f"{hint}use one of {listed}")
 
 
 def _duration(value: Any, where: str, field: str) -> float:
