@@ -4,8 +4,8 @@ wall second, at the fixed size Size(sessions=3, turns=10, faults=5).
 Two measurements, both on the reference adapter (simulator + every checker):
 
 (a) ``run_schedule``: schedules generated beforehand (not timed), then run one by one;
-(b) ``explore``: the whole Hypothesis loop, generation included (what ``durable-chaos run``
-    does for its generated part).
+(b) ``explore``: the whole loop, generation included (what ``durable-chaos run`` does for
+    its generated part).
 
 Both run inside one ``wall_clock_follows`` scope, as ``run_suite`` does (starting freezegun
 costs more than a schedule, so the suite starts it once).
@@ -49,21 +49,8 @@ SIZE = Size(sessions=3, turns=10, faults=5)
 
 
 def generate(count: int, seed: int = 1, size: Size = SIZE) -> list[Schedule]:
-    """``count`` schedules from the same strategy ``explore`` uses (deterministic for a seed)."""
-    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-    from hypothesis import seed as hyp_seed
-
-    out: list[Schedule] = []
-
-    @settings(max_examples=count, database=None, deadline=None, phases=(Phase.generate,),
-              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hyp_seed(seed)
-    @given(schedules(size))
-    def collect(schedule: Schedule) -> None:
-        out.append(schedule)
-
-    collect()
-    return out
+    """``count`` schedules of the generator ``explore`` uses (deterministic for a seed)."""
+    return list(schedules(seed, count, size))
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -197,7 +184,6 @@ def reach(count: int, seeds: list[int], adapter_name: str = "reference") -> dict
     """Per invariant, how many of ``count`` generated schedules per seed reached its window;
     and the failing runs (invariant, schedule) to look at."""
     from harness.checkers import ALL
-    from harness.schedules.generate import seed_only
 
     adapter = load_adapter(adapter_name)
     options = RunOptions(report_dir=None, save_history=False)
@@ -206,7 +192,7 @@ def reach(count: int, seeds: list[int], adapter_name: str = "reference") -> dict
     errors: list[str] = []
     total = 0
     start = wall()
-    with seed_only(), wall_clock_follows(VirtualClock()):
+    with wall_clock_follows(VirtualClock()):
         for seed in seeds:
             for schedule in generate(count, seed, Size()):
                 outcome = run_schedule(adapter, schedule, options)
