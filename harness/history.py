@@ -117,7 +117,6 @@ fmt_duration = _fmt_time
 # layout, so CPython allows assigning __class__): the same frozen value, about twice as fast
 # as setting the slots one by one through their descriptors, and four times as fast as
 # Record(...).
-_FIELD_NAMES: Final = frozenset(_OPTIONAL) - {"wall"}
 # History.add sets exactly these slots: a field added to Record must be added there too.
 _BUILT: Final = ("index", "time", "type", "kind", *_OPTIONAL, "data")
 if tuple(f.name for f in fields(Record)) != _BUILT:  # pragma: no cover - a guard for editors
@@ -177,24 +176,28 @@ class History:
         *,
         time: float | None = None,
         data: dict[str, Any] | None = None,
-        **fields: Any,
+        process: str | None = None,
+        host: str | None = None,
+        deployment: str | None = None,
+        invocation: str | None = None,
+        session: str | None = None,
+        turn: str | None = None,
+        tool_call: str | None = None,
+        epoch: int | None = None,
+        key: str | None = None,
     ) -> Record:
         # The hottest call of a simulated run: the same Record as
         # `Record(index, time, type, kind, wall=..., data=data or {}, **fields)`, built as a
-        # `_Built` (see there).
-        if fields and not _FIELD_NAMES.issuperset(fields):
-            unknown = sorted(set(fields) - _FIELD_NAMES)
-            raise TypeError(f"History.add() got unexpected record fields {unknown}")
+        # `_Built` (see there). The fields are named parameters, not `**fields`: Python binds
+        # them without building a dict, and an unknown one is a TypeError naming it.
         records = self._records
-        get = fields.get
         # The real path records from the world server's threads too: clock reads, index and
         # append are one step, so indexes stay unique and times never go backwards (a clock
         # read before the lock let a slower thread append an earlier time after a later one).
         with self._lock:
             built = _Built(
-                len(records), self._clock() if time is None else time, type, kind,
-                get("process"), get("host"), get("deployment"), get("invocation"),
-                get("session"), get("turn"), get("tool_call"), get("epoch"), get("key"),
+                len(records), self._clock() if time is None else time, type, kind, process,
+                host, deployment, invocation, session, turn, tool_call, epoch, key,
                 self._wall() if self._wall is not None else None, data or {})
             built.__class__ = Record  # type: ignore[assignment]
             record: Record = built  # type: ignore[assignment]

@@ -1,15 +1,19 @@
-"""One pass over the history for all checkers (`harness.checkers.base.dispatch`), and
-records built fast in `History.add`: both must leave every verdict exactly as it was.
+"""What a run does on its hot paths, made cheaper without changing a verdict.
 
-Pinned: a checker that declares the kinds it `reads` is handed only those records (plus the
-first and the last), in order with their indexes; one that declares nothing gets the whole
-history; and on real runs (the reference and planted bugs, passing and failing) every
-built-in checker returns the same result from its view as from the whole history.
+Pinned: one pass over the history for all checkers (`harness.checkers.base.dispatch`): a
+checker that declares the kinds it `reads` is handed only those records (plus the first and
+the last), in order with their indexes, one that declares nothing gets the whole history, and
+on real runs (the reference and planted bugs, passing and failing) every built-in checker
+returns the same result from its view as from the whole history; `History.add` builds the
+same frozen Record and names an unknown field; the simulator records journal entries of
+commands but not of state reads and writes (unless asked); the watchdog's timer thread is
+woken only for a new earliest deadline.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -79,6 +83,63 @@ def test_records_built_by_add_are_the_frozen_dataclass() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.kind = "turn.ended"  # type: ignore[misc]
     assert dataclasses.replace(record, turn="t2").turn == "t2"
+    with pytest.raises(TypeError, match="colour"):
+        history.add("turn.started", colour="red")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="wall"):
+        history.add("turn.started", wall=1.0)  # type: ignore[call-arg]
+    assert len(history) == 1
+
+
+def _journal(record_state: bool | None) -> list[str]:
+    from harness.sim import Simulator
+    from reference_impl.binding import App, Context, Handler, Service
+
+    async def bump(ctx: Context, arg: object) -> int:
+        n = int(await ctx.get("n") or 0)
+        ctx.set("n", n + 1)
+        await ctx.sleep(60)
+        return n + 1
+
+    sim = (Simulator() if record_state is None else Simulator(record_state=record_state))
+    sim.register(App("v1", (Service("Counter", (Handler("bump", bump),), "object"),)))
+    sim.invoke("Counter", "bump", None, key="k")
+    sim.run()
+    assert sim.state("Counter", "k") == {"n": 1}
+    return [r.data["entry"] for r in sim.history if r.kind == "journal.entry"]
+
+
+def test_state_reads_and_writes_are_journaled_but_not_recorded_unless_asked() -> None:
+    assert _journal(None) == ["sleep"]
+    assert _journal(True) == ["get", "set", "sleep"]
+
+
+def test_the_timer_thread_is_woken_only_for_a_new_earliest_deadline(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import watchdog
+
+    timers = watchdog._Timers()
+    woken: list[int] = []
+    original = timers._cond.notify
+
+    def notify(n: int = 1) -> None:
+        woken.append(n)
+        original(n)
+
+    monkeypatch.setattr(timers._cond, "notify", notify)
+    fired: list[str] = []
+    first = timers.schedule(60.0, lambda: fired.append("first"))
+    assert len(woken) == 1  # the first deadline: the thread must learn of it
+    later = [timers.schedule(60.0 + i, lambda: None) for i in range(5)]
+    assert len(woken) == 1  # later deadlines: it wakes in time anyway
+    timers.cancel(first)
+    for ident in later:
+        timers.cancel(ident)
+    timers.schedule(0.0, lambda: fired.append("soon"))
+    assert len(woken) == 2  # an earlier deadline wakes it
+    give_up = time.monotonic() + 10
+    while not fired and time.monotonic() < give_up:
+        time.sleep(0.01)
+    assert fired == ["soon"]
 
 
 def _histories(tmp_path: Path) -> list[History]:
