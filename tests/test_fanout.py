@@ -27,11 +27,11 @@ from harness.outcome import RunOutcome, SuiteOutcome
 from harness.suite import run_suite
 
 ROOT = Path(__file__).resolve().parents[1]
-# With batches of SMALL_BATCH schedules, seed 0 of this planted bug fails first in batch 1
+# With batches of SMALL_BATCH schedules, seed 9 of this planted bug fails first in batch 1
 # (the 2nd schedule of the second batch): with two workers, batch 1 can finish before batch
 # 0, and batches 2 and 3 are already running when it does.
 BUG = "tests.planted.unfenced_append:ADAPTER"
-SEED = 0
+SEED = 9
 SMALL_BATCH = 5
 
 

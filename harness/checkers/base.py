@@ -140,20 +140,21 @@ def dispatch(checkers: Sequence[Checker], history: History) -> list[History]:
     reads keep their order and indexes, so it finds the same violations in its view as in
     the whole history (tests/test_checkers.py checks this on generated runs)."""
     records = history.records
-    wanted: list[frozenset[str] | None] = [getattr(c, "reads", None) for c in checkers]
+    wanted = tuple(getattr(c, "reads", None) for c in checkers)
     if not records or all(w is None for w in wanted):
         return [history] * len(wanted)
+    route = _routes.get(wanted)
+    if route is None:
+        route = _routes[wanted] = {}
     lists: list[list[Record]] = [[] for _ in wanted]
-    route: dict[str, list[list[Record]]] = {}
     for r in records:
         kind = r.kind
         targets = route.get(kind)
         if targets is None:
-            targets = route[kind] = [
-                lst for w, lst in zip(wanted, lists, strict=True)
-                if w is not None and _reads(w, kind)]
-        for lst in targets:
-            lst.append(r)
+            targets = route[kind] = tuple(
+                i for i, w in enumerate(wanted) if w is not None and _reads(w, kind))
+        for i in targets:
+            lists[i].append(r)
     first, last = records[0], records[-1]
     views = []
     for w, lst in zip(wanted, lists, strict=True):
@@ -166,6 +167,11 @@ def dispatch(checkers: Sequence[Checker], history: History) -> list[History]:
             lst.append(last)
         views.append(History.from_records(lst))
     return views
+
+
+# Which checkers (by position) read each kind, per combination of `reads`: worked out once
+# per kind, not once per run.
+_routes: dict[tuple[frozenset[str] | None, ...], dict[str, tuple[int, ...]]] = {}
 
 
 def _reads(wanted: frozenset[str], kind: str) -> bool:
