@@ -74,17 +74,18 @@ def run_pregenerated(batch: list[Schedule]) -> tuple[float, float, int, float]:
     return len(batch) / elapsed, virtual / elapsed, failed, len(batch) / cpu
 
 
-def run_explore(count: int, seed: int) -> tuple[float, float, int]:
-    """(schedules/s, simulated s per wall s, examples) of one ``explore`` call."""
+def run_explore(count: int, seed: int) -> tuple[float, float, int, float]:
+    """(schedules/s, simulated s per wall s, examples, schedules per CPU second) of one
+    ``explore`` call."""
     adapter = load_adapter("reference")
     options = RunOptions(report_dir=None, save_history=False)
-    start = wall()
+    start, cpu = wall(), _cpu()
     # No invariant is named "(none)": a failing schedule is counted, not shrunk, so the rate
     # is that of exploring (shrinking is timed by benchmarks/bug_finding.py).
     found = explore(adapter, count, seed, options, size=SIZE, invariant="(none)")
-    elapsed = wall() - start
+    elapsed, cpu = wall() - start, _cpu() - cpu
     virtual = sum(r.virtual_time for r in found.runs)
-    return found.examples / elapsed, virtual / elapsed, found.examples
+    return found.examples / elapsed, virtual / elapsed, found.examples, found.examples / cpu
 
 
 def measure(schedules_per_run: int = 200, repeats: int = 5) -> dict[str, Any]:
@@ -94,6 +95,7 @@ def measure(schedules_per_run: int = 200, repeats: int = 5) -> dict[str, Any]:
     pre_cpu: list[float] = []
     exp_rates: list[float] = []
     exp_sim: list[float] = []
+    exp_cpu: list[float] = []
     failed = 0
     examples = 0
     with wall_clock_follows(VirtualClock()):
@@ -104,8 +106,9 @@ def measure(schedules_per_run: int = 200, repeats: int = 5) -> dict[str, Any]:
             pre_cpu.append(cpu_rate)
             pre_sim.append(sim_rate)
         for i in range(repeats):
-            rate, sim_rate, examples = run_explore(schedules_per_run, seed=100 + i)
+            rate, sim_rate, examples, cpu_rate = run_explore(schedules_per_run, seed=100 + i)
             exp_rates.append(rate)
+            exp_cpu.append(cpu_rate)
             exp_sim.append(sim_rate)
     steps = [len(s.steps) for s in batch]
     return {
@@ -118,6 +121,7 @@ def measure(schedules_per_run: int = 200, repeats: int = 5) -> dict[str, Any]:
         "run_schedule_per_cpu_s": summary(pre_cpu),
         "run_schedule_sim_s_per_wall_s": summary(pre_sim),
         "explore_per_s": summary(exp_rates),
+        "explore_per_cpu_s": summary(exp_cpu),
         "explore_sim_s_per_wall_s": summary(exp_sim),
     }
 
@@ -245,6 +249,7 @@ def main() -> None:
         print(json.dumps(out, indent=2))
         return
     for name in ("run_schedule_per_s", "run_schedule_per_cpu_s", "explore_per_s",
+                 "explore_per_cpu_s",
                  "run_schedule_sim_s_per_wall_s", "explore_sim_s_per_wall_s"):
         s = out[name]
         print(f"{name}: median {s['median']:,.1f} (min {s['min']:,.1f}, max {s['max']:,.1f},"
