@@ -13,6 +13,7 @@ costs more than a schedule, so the suite starts it once).
     python benchmarks/exploration.py [--schedules 200] [--repeats 5] [--json]
     python benchmarks/exploration.py --reach [--schedules 1000] [--seeds 1 2 3] [--adapter A]
     python benchmarks/exploration.py --fanout [--schedules 600] [--ray]
+    PYTHONPATH=other/checkout python benchmarks/exploration.py --explore-only
     python -m cProfile -s cumtime benchmarks/exploration.py --schedules 300 --repeats 1
 
 ``--fanout``: the fan-out of ``durable-chaos run`` (harness.fanout) with 1 and 2 worker
@@ -226,7 +227,24 @@ def main() -> None:
                         help="measure the share of schedules reaching each window")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--adapter", default="reference")
+    parser.add_argument("--explore-only", action="store_true",
+                        help="only explore (seeds 100, 101, ...): runs against another "
+                             "checkout too, PYTHONPATH=that/checkout")
     args = parser.parse_args()
+    if args.explore_only:
+        rows = []
+        with wall_clock_follows(VirtualClock()):
+            run_explore(10, seed=1)  # warm-up: imports, caches
+            for i in range(args.repeats):
+                rate, _, examples, cpu_rate = run_explore(args.schedules, seed=100 + i)
+                rows.append({"seed": 100 + i, "schedules": examples, "per_s": rate,
+                             "per_cpu_s": cpu_rate})
+        import harness
+
+        print(json.dumps({"harness": harness.__file__, "runs": rows,
+                          "per_s": summary([r["per_s"] for r in rows]),
+                          "per_cpu_s": summary([r["per_cpu_s"] for r in rows])}, indent=2))
+        return
     if args.fanout:
         print(json.dumps(measure_fanout(args.schedules, args.ray), indent=2))
         return
