@@ -2,8 +2,8 @@
 
 For every planted bug (`tests/planted/`, one variant of the reference implementation per
 invariant) and several seeds, `harness.runner.explore` runs generated schedules (the default
-generator, `Size()`), filtered on the invariant the bug breaks, until it fails; Hypothesis
-then shrinks the failing schedule. Per bug and seed:
+generator, `Size()`), filtered on the invariant the bug breaks, until it fails, then shrinks
+the failing schedule. Per bug and seed:
 
 - `schedules`: generated schedules run until the first violation (the failing one included);
 - `detect_s`: wall seconds until that violation (generation + simulation + checkers);
@@ -12,8 +12,8 @@ then shrinks the failing schedule. Per bug and seed:
 - `also`: the other invariants the shrunk schedule fails.
 
 A seed that finds nothing within `--count` schedules counts as not found (`found` = n of m).
-Schedules come from the seed alone (`tests.planted.seed_only_generation`), as in
-tests/test_planted_bugs.py, so a seed here generates the same schedules as there.
+Schedules come from the seed alone, as in tests/test_planted_bugs.py, so a seed here
+generates the same schedules as there.
 The control is the unmodified `reference` adapter over the same seeds and count: it must find
 nothing (`--control`).
 
@@ -71,7 +71,7 @@ def hunt(adapter: Adapter, invariant: str | None, seed: int, count: int,
     def on_run(outcome: RunOutcome) -> None:
         detected.append(wall() - started)
 
-    with planted.seed_only_generation(), wall_clock_follows(VirtualClock()):
+    with wall_clock_follows(VirtualClock()):
         found = explore(adapter, count, seed, RunOptions(report_dir=None, save_history=False),
                         invariant=invariant, on_run=on_run, size=size)
     total = wall() - started

@@ -4,8 +4,8 @@ wall second, at the fixed size Size(sessions=3, turns=10, faults=5).
 Two measurements, both on the reference adapter (simulator + every checker):
 
 (a) ``run_schedule``: schedules generated beforehand (not timed), then run one by one;
-(b) ``explore``: the whole Hypothesis loop, generation included (what ``durable-chaos run``
-    does for its generated part).
+(b) ``explore``: the whole loop, generation included (what ``durable-chaos run`` does for
+    its generated part).
 
 Both run inside one ``wall_clock_follows`` scope, as ``run_suite`` does (starting freezegun
 costs more than a schedule, so the suite starts it once).
@@ -13,6 +13,7 @@ costs more than a schedule, so the suite starts it once).
     python benchmarks/exploration.py [--schedules 200] [--repeats 5] [--json]
     python benchmarks/exploration.py --reach [--schedules 1000] [--seeds 1 2 3] [--adapter A]
     python benchmarks/exploration.py --fanout [--schedules 600] [--ray]
+    PYTHONPATH=other/checkout python benchmarks/exploration.py --explore-only
     python -m cProfile -s cumtime benchmarks/exploration.py --schedules 300 --repeats 1
 
 ``--fanout``: the fan-out of ``durable-chaos run`` (harness.fanout) with 1 and 2 worker
@@ -49,21 +50,8 @@ SIZE = Size(sessions=3, turns=10, faults=5)
 
 
 def generate(count: int, seed: int = 1, size: Size = SIZE) -> list[Schedule]:
-    """``count`` schedules from the same strategy ``explore`` uses (deterministic for a seed)."""
-    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-    from hypothesis import seed as hyp_seed
-
-    out: list[Schedule] = []
-
-    @settings(max_examples=count, database=None, deadline=None, phases=(Phase.generate,),
-              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hyp_seed(seed)
-    @given(schedules(size))
-    def collect(schedule: Schedule) -> None:
-        out.append(schedule)
-
-    collect()
-    return out
+    """``count`` schedules of the generator ``explore`` uses (deterministic for a seed)."""
+    return list(schedules(seed, count, size))
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -87,17 +75,18 @@ def run_pregenerated(batch: list[Schedule]) -> tuple[float, float, int, float]:
     return len(batch) / elapsed, virtual / elapsed, failed, len(batch) / cpu
 
 
-def run_explore(count: int, seed: int) -> tuple[float, float, int]:
-    """(schedules/s, simulated s per wall s, examples) of one ``explore`` call."""
+def run_explore(count: int, seed: int) -> tuple[float, float, int, float]:
+    """(schedules/s, simulated s per wall s, examples, schedules per CPU second) of one
+    ``explore`` call."""
     adapter = load_adapter("reference")
     options = RunOptions(report_dir=None, save_history=False)
-    start = wall()
+    start, cpu = wall(), _cpu()
     # No invariant is named "(none)": a failing schedule is counted, not shrunk, so the rate
     # is that of exploring (shrinking is timed by benchmarks/bug_finding.py).
     found = explore(adapter, count, seed, options, size=SIZE, invariant="(none)")
-    elapsed = wall() - start
+    elapsed, cpu = wall() - start, _cpu() - cpu
     virtual = sum(r.virtual_time for r in found.runs)
-    return found.examples / elapsed, virtual / elapsed, found.examples
+    return found.examples / elapsed, virtual / elapsed, found.examples, found.examples / cpu
 
 
 def measure(schedules_per_run: int = 200, repeats: int = 5) -> dict[str, Any]:
@@ -107,6 +96,7 @@ def measure(schedules_per_run: int = 200, repeats: int = 5) -> dict[str, Any]:
     pre_cpu: list[float] = []
     exp_rates: list[float] = []
     exp_sim: list[float] = []
+    exp_cpu: list[float] = []
     failed = 0
     examples = 0
     with wall_clock_follows(VirtualClock()):
@@ -117,8 +107,9 @@ def measure(schedules_per_run: int = 200, repeats: int = 5) -> dict[str, Any]:
             pre_cpu.append(cpu_rate)
             pre_sim.append(sim_rate)
         for i in range(repeats):
-            rate, sim_rate, examples = run_explore(schedules_per_run, seed=100 + i)
+            rate, sim_rate, examples, cpu_rate = run_explore(schedules_per_run, seed=100 + i)
             exp_rates.append(rate)
+            exp_cpu.append(cpu_rate)
             exp_sim.append(sim_rate)
     steps = [len(s.steps) for s in batch]
     return {
@@ -131,6 +122,7 @@ def measure(schedules_per_run: int = 200, repeats: int = 5) -> dict[str, Any]:
         "run_schedule_per_cpu_s": summary(pre_cpu),
         "run_schedule_sim_s_per_wall_s": summary(pre_sim),
         "explore_per_s": summary(exp_rates),
+        "explore_per_cpu_s": summary(exp_cpu),
         "explore_sim_s_per_wall_s": summary(exp_sim),
     }
 
@@ -197,7 +189,6 @@ def reach(count: int, seeds: list[int], adapter_name: str = "reference") -> dict
     """Per invariant, how many of ``count`` generated schedules per seed reached its window;
     and the failing runs (invariant, schedule) to look at."""
     from harness.checkers import ALL
-    from harness.schedules.generate import seed_only
 
     adapter = load_adapter(adapter_name)
     options = RunOptions(report_dir=None, save_history=False)
@@ -206,7 +197,7 @@ def reach(count: int, seeds: list[int], adapter_name: str = "reference") -> dict
     errors: list[str] = []
     total = 0
     start = wall()
-    with seed_only(), wall_clock_follows(VirtualClock()):
+    with wall_clock_follows(VirtualClock()):
         for seed in seeds:
             for schedule in generate(count, seed, Size()):
                 outcome = run_schedule(adapter, schedule, options)
@@ -236,7 +227,24 @@ def main() -> None:
                         help="measure the share of schedules reaching each window")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--adapter", default="reference")
+    parser.add_argument("--explore-only", action="store_true",
+                        help="only explore (seeds 100, 101, ...): runs against another "
+                             "checkout too, PYTHONPATH=that/checkout")
     args = parser.parse_args()
+    if args.explore_only:
+        rows = []
+        with wall_clock_follows(VirtualClock()):
+            run_explore(10, seed=1)  # warm-up: imports, caches
+            for i in range(args.repeats):
+                rate, _, examples, cpu_rate = run_explore(args.schedules, seed=100 + i)
+                rows.append({"seed": 100 + i, "schedules": examples, "per_s": rate,
+                             "per_cpu_s": cpu_rate})
+        import harness
+
+        print(json.dumps({"harness": harness.__file__, "runs": rows,
+                          "per_s": summary([r["per_s"] for r in rows]),
+                          "per_cpu_s": summary([r["per_cpu_s"] for r in rows])}, indent=2))
+        return
     if args.fanout:
         print(json.dumps(measure_fanout(args.schedules, args.ray), indent=2))
         return
@@ -259,6 +267,7 @@ def main() -> None:
         print(json.dumps(out, indent=2))
         return
     for name in ("run_schedule_per_s", "run_schedule_per_cpu_s", "explore_per_s",
+                 "explore_per_cpu_s",
                  "run_schedule_sim_s_per_wall_s", "explore_sim_s_per_wall_s"):
         s = out[name]
         print(f"{name}: median {s['median']:,.1f} (min {s['min']:,.1f}, max {s['max']:,.1f},"

@@ -75,7 +75,7 @@ def exploration_rows(quick: bool) -> tuple[list[Row], dict[str, Any]]:
         ("generated schedules/s (3 sessions, 10 turns, 5 faults), pre-generated, "
          "run_schedule + checkers, wall", *fmt(res["run_schedule_per_s"]), cmd),
         ("same, per CPU second of the process", *fmt(res["run_schedule_per_cpu_s"]), cmd),
-        ("generated schedules/s through explore (Hypothesis generation included, no shrink)",
+        ("generated schedules/s through explore (generation included, no shrink)",
          *fmt(res["explore_per_s"]), cmd),
         ("simulated seconds per wall second (run_schedule)",
          *fmt(res["run_schedule_sim_s_per_wall_s"], digits=0), cmd),

@@ -6,7 +6,7 @@ workers. The lifecycle of a fan-out (`explore_fanned`), written once:
 1. The suite seed is cut into batches of `BATCH` schedules; batch i is explored with its own
    seed, derived from (suite seed, i) only, so its schedules do not depend on how many
    workers there are or which one runs it.
-2. Workers run batches (Hypothesis generation, no shrinking): each stops at its first failure
+2. Workers run batches (generation, no shrinking): each stops at its first failure
    and returns its outcomes, with the histories of its failing and unknown runs as text (a
    Ray node's disk is not the parent's).
 3. The parent merges results in batch order: a run is reported (progress, report) only once
@@ -15,9 +15,8 @@ workers. The lifecycle of a fan-out (`explore_fanned`), written once:
    batch cut short by the time budget; later batches are cancelled or discarded.
 4. The parent shrinks that first failure once, by exploring its batch again with shrinking.
 
-Rejected: one Hypothesis search split by example number (its generation depends on the
-examples before, so a worker cannot start at example k), and a home-made cluster protocol
-(Ray already schedules, retries and ships values between machines).
+Rejected: a home-made cluster protocol (Ray already schedules, retries and ships values
+between machines).
 """
 
 from __future__ import annotations
@@ -37,10 +36,10 @@ from harness.adapters import Adapter, load_adapter
 from harness.errors import UsageError, WorkerLost
 from harness.exploration import Exploration, _schedule_from, explore
 from harness.outcome import RunOutcome
-from harness.run import _REAL, RunOptions, _replay, _slug, replay_spec, wall
+from harness.run import _REAL, RunOptions, _replay, _slug, wall
 
-# Big enough that Hypothesis's first few (simplest) examples of each batch are a small share,
-# small enough that two workers share a few hundred schedules evenly.
+# Big enough that a batch's start-up (pickling the job, the result's histories) is a small
+# share, small enough that two workers share a few hundred schedules evenly.
 BATCH = 50
 
 
@@ -353,8 +352,9 @@ def _place(batch: BatchResult, options: RunOptions) -> list[RunOutcome]:
         schedule = _schedule_from(outcome)
         if options.report_dir is None:
             runs[position] = replace(outcome,
-                                     replay_command=_replay(replay_spec(options), None,
-                                                            schedule, options.run_timeout))
+                                     replay_command=_replay(options.adapter_spec, None,
+                                                            schedule, options.run_timeout,
+                                                            options.invariants))
             continue
         run_dir = options.report_dir / "runs" / _slug(outcome.adapter) / _slug(outcome.name)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -363,9 +363,10 @@ def _place(batch: BatchResult, options: RunOptions) -> list[RunOutcome]:
         schedule_path = run_dir / "schedule.toml"
         schedule_path.write_text(outcome.schedule_toml, encoding="utf-8")
         runs[position] = replace(outcome, history_path=str(history_path),
-                                 replay_command=_replay(replay_spec(options),
+                                 replay_command=_replay(options.adapter_spec,
                                                         str(schedule_path), schedule,
-                                                        options.run_timeout))
+                                                        options.run_timeout,
+                                                        options.invariants))
     return runs
 
 

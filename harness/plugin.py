@@ -772,7 +772,7 @@ class ScenarioItem(_ChaosItem):
 
 
 class InvariantItem(_ChaosItem):
-    """Generated schedules (Hypothesis) judged by one invariant, shrunk on failure."""
+    """Generated schedules judged by one invariant, shrunk on failure."""
 
     def __init__(self, *, invariant: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)

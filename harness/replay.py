@@ -106,7 +106,8 @@ def _pythonpath() -> str | None:
 
 
 def replay_command(spec: str, schedule_path: str | None, *,
-                   run_timeout: float | None = None) -> str:
+                   run_timeout: float | None = None,
+                   invariants: Sequence[str] | None = None) -> str:
     """The shell command that replays `schedule_path` against the adapter `spec`.
 
     With no path (the schedule was not saved), the command names `schedule.toml`: the text
@@ -124,6 +125,10 @@ def replay_command(spec: str, schedule_path: str | None, *,
     for path in paths:
         words += ["--adapter-path", shlex.quote(path)]
     words += ["--adapter", shlex.quote(spec)]
+    if invariants is not None:
+        # The invariants the run was judged by: without them the replay judges the adapter's
+        # own claims, and may pass what the run failed.
+        words += ["--invariants", shlex.quote(",".join(invariants))]
     for option, env in _OPTION_ENV:
         value = os.environ.get(env)
         if value and not (option == "--components" and value == "processes"):

@@ -409,24 +409,19 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:100] or "run"
 
 
-def replay_spec(options: RunOptions) -> str:
-    """What follows `--adapter` in a replay command: the spec, and the `--invariants` the run
-    was judged by when they were given (without them the replay judges other claims)."""
-    if options.invariants is None:
-        return options.adapter_spec
-    return f"{options.adapter_spec} --invariants {','.join(options.invariants)}"
-
-
 def _save(outcome: RunOutcome, schedule: Schedule, history: History,
           options: RunOptions) -> RunOutcome:
-    spec = replay_spec(options)
+    spec = options.adapter_spec
     timeout = options.run_timeout
+    invariants = options.invariants
     if options.report_dir is None:
-        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule, timeout))
+        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule, timeout,
+                                                          invariants))
     keep = options.save_history and (schedule.source == "scenario" or outcome.failed
                                       or outcome.unknown)
     if not keep:
-        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule, timeout))
+        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule, timeout,
+                                                          invariants))
     run_dir = options.report_dir / "runs" / _slug(outcome.adapter) / _slug(schedule.name)
     run_dir.mkdir(parents=True, exist_ok=True)
     history_path = history.save(run_dir / "history.jsonl")
@@ -435,12 +430,14 @@ def _save(outcome: RunOutcome, schedule: Schedule, history: History,
     replay_from = schedule.path if schedule.source == "scenario" and schedule.path else None
     return replace(outcome, history_path=str(history_path),
                    replay_command=_replay(spec, replay_from or str(schedule_path), schedule,
-                                          timeout))
+                                          timeout, invariants))
 
 
 def _replay(spec: str, path: str | None, schedule: Schedule,
-            run_timeout: float | None = None) -> str:
-    # A command that reruns as printed, from any directory (see harness.replay).
+            run_timeout: float | None = None,
+            invariants: tuple[str, ...] | None = None) -> str:
+    # A command that reruns as printed, from any directory (see harness.replay), judging
+    # the invariants the run was judged by.
     from harness.replay import replay_command
 
-    return replay_command(spec, path, run_timeout=run_timeout)
+    return replay_command(spec, path, run_timeout=run_timeout, invariants=invariants)

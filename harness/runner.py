@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from harness.exploration import (
     Exploration,
-    InvariantFailed,
-    _failure_type,
-    _OutOfTime,
     _schedule_from,
     _suite_freezer,
     explore,
@@ -48,8 +45,8 @@ from harness.suite import _CannotOpen, _steps, environment, run_suite, write_out
 
 __all__ = [
     "CARD_PATIENCE", "CARD_STEP", "CLOSE_TIMEOUT", "DEFAULT_RUN_TIMEOUT", "LATE_AFTER",
-    "RESTART_AFTER", "Exploration", "InvariantFailed", "Progress", "RunOptions",
-    "_CannotOpen", "_OutOfTime", "_alive", "_apply", "_close", "_expected", "_failure_type",
+    "RESTART_AFTER", "Exploration", "Progress", "RunOptions",
+    "_CannotOpen", "_alive", "_apply", "_close", "_expected",
     "_fault_points", "_healed_at", "_open_cards", "_replay", "_save", "_schedule_from",
     "_slug", "_step_label", "_steps", "_suite_freezer", "environment", "explore",
     "follow_wall_clock", "horizon_of", "run_schedule", "run_suite", "run_timeout",

@@ -1,6 +1,6 @@
 """A whole chaos suite: scenario files, then generated schedules, per adapter.
 
-A suite (`run_suite`) runs the scenario files, then generated schedules (Hypothesis, shrunk
+A suite (`run_suite`) runs the scenario files, then generated schedules (the first failure shrunk
 to a minimal failing schedule), and writes histories, `index.html` and `junit.xml`.
 """
 

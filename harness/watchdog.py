@@ -75,7 +75,10 @@ class _Timers:
                 self._thread = threading.Thread(target=self._loop, daemon=True,
                                                 name="durable-chaos-watchdog")
                 self._thread.start()
-            self._cond.notify()
+            # Woken only for a new earliest deadline: otherwise the thread already wakes
+            # in time, and waking it for nothing cost each run a thread switch.
+            if self._heap[0][1] == ident:
+                self._cond.notify()
             return ident
 
     def cancel(self, ident: int) -> None:

@@ -155,8 +155,8 @@ def test_a_replay_command_keeps_the_invariants_it_was_judged_by(
                            RunOptions(adapter_spec=spec, report_dir=tmp_path / "r",
                                       invariants=("busy-rule",)))
     assert outcome.failed
-    assert outcome.replay_command == (f"durable-chaos replay --adapter {spec} --invariants "
-                                      f"busy-rule {BUSY}")
+    assert outcome.replay_command.endswith(f" replay --adapter-path {outside} --adapter {spec} "
+                                           f"--invariants busy-rule {BUSY}")
     argv = shlex.split(outcome.replay_command)[1:]
     assert main([*argv, "--quiet", "--report-dir", str(tmp_path / "again")]) == 1
     assert "busy-rule: 1 run(s)" in capsys.readouterr().out
@@ -228,13 +228,13 @@ def test_the_plugin_skips_generated_items_of_unclaimed_invariants(
 ) -> None:
     project.makeini("[pytest]\npythonpath = .\n")
     result = project.runpytest_inprocess(
-        "--chaos-adapter", "lean_runtime:busy_adapter", "--chaos-scenarios=busy.toml",
+        "--chaos-adapter", "lean_runtime:adapter", "--chaos-scenarios=busy.toml",
         "--chaos-schedules", "2", "--chaos-seed", "1", "--chaos-report=out", "-rs")
     # The contract, the scenario and the 4 claimed generated items pass; the generated
     # items of the 4 unclaimed invariants are skipped with the reason.
     result.assert_outcomes(passed=6, skipped=4)
     result.stdout.fnmatch_lines(["SKIPPED [[]4[]] *: not claimed: adapter "
-                                 "lean_runtime:busy_adapter does not claim this invariant*"])
+                                 "lean_runtime:adapter does not claim this invariant*"])
     root = ET.parse(project.path / "out" / "junit.xml").getroot()
     cases = [c for c in root.iter("testcase") if c.get("name") == "busy-rule"]
     assert cases and all(c.find("skipped") is not None for c in cases)

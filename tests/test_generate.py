@@ -8,35 +8,26 @@ window templates must lift every invariant to at least 30%.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import seed as hyp_seed
 
 from harness.adapters import load_adapter
 from harness.checkers import ALL
 from harness.clock import VirtualClock, wall_clock_follows
 from harness.runner import RunOptions, run_schedule
-from harness.schedules.generate import Size, schedules, seed_only
+from harness.schedules.generate import Size, generate, schedules
 from harness.schedules.model import Schedule
 
 COUNT = 60
 
 
 def _generate(count: int, seed: int, size: Size) -> list[Schedule]:
-    out: list[Schedule] = []
-
-    @settings(max_examples=count, database=None, deadline=None, phases=(Phase.generate,),
-              suppress_health_check=list(HealthCheck))
-    @hyp_seed(seed)
-    @given(schedules(size))
-    def collect(schedule: Schedule) -> None:
-        out.append(schedule)
-
-    with seed_only():
-        collect()
-    return out
+    return list(schedules(seed, count, size))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -75,3 +66,17 @@ def test_same_seed_same_schedules() -> None:
     first = [s.to_toml() for s in _generate(20, 7, Size())]
     assert first == [s.to_toml() for s in _generate(20, 7, Size())]
     assert first != [s.to_toml() for s in _generate(20, 8, Size())]
+
+
+def test_a_schedule_depends_on_its_seed_and_index_only() -> None:
+    """Schedule i of a seed is the same drawn alone, after others, or in another process
+    with another hash seed: a batch of a fan-out draws only its own schedules."""
+    in_order = _generate(12, 7, Size())
+    assert generate(7, 11) == in_order[11]
+    assert list(schedules(7, 2, Size(), start=5)) == in_order[5:7]
+    code = ("from harness.schedules.generate import generate; "
+            "print(generate(7, 11).to_toml(), end='')")
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, check=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout == in_order[11].to_toml()

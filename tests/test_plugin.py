@@ -169,7 +169,7 @@ def test_the_suite_fails_on_the_naive_design_with_a_minimal_replayable_schedule(
         "minimal failing schedule (1 step(s)*",
         "[[][[]step[]][]]",
         'do = "message"',
-        'tools = ["send_email"]',
+        'tools = [[]"*"[]]',  # the approval tool that pins it (send_email or charge_card)
         "replay: save the schedule above as schedule.toml, then: *durable-chaos replay "
         "--adapter naive schedule.toml",
         'rerun this item: pytest --chaos-adapter naive --chaos-seed 3 --chaos-schedules 5 '

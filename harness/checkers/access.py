@@ -46,6 +46,10 @@ class AccessRechecked:
         "who lost access during the wait; nothing of that call reaches the world afterwards."
     )
 
+    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
+    # only these (harness.checkers.base.dispatch).
+    reads: frozenset[str] = _KINDS
+
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
 

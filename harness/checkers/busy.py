@@ -49,6 +49,10 @@ class BusyRule:
         "counts) and starts queued messages in the order they were queued."
     )
 
+    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
+    # only these (harness.checkers.base.dispatch).
+    reads: frozenset[str] = _KINDS
+
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
 

@@ -25,6 +25,11 @@ class NoDuplicateEffects:
         "once: once per idempotency key and once per logical effect."
     )
 
+    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
+    # only these (harness.checkers.base.dispatch).
+    reads: frozenset[str] = frozenset(
+        {"effect.attempted", "effect.deduplicated", "effect.delivered"})
+
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
 

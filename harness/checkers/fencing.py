@@ -50,6 +50,10 @@ class Fencing:
         "thread's committed log is one linear sequence with no gap, duplicate or stale write."
     )
 
+    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
+    # only these (harness.checkers.base.dispatch).
+    reads: frozenset[str] = _KINDS
+
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
 

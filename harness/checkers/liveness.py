@@ -91,6 +91,11 @@ class Liveness:
         "running or paused beyond the liveness bound: nothing is held forever."
     )
 
+    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
+    # only these (harness.checkers.base.dispatch).
+    reads: frozenset[str] = (_SESSION_KINDS | _CARD_CLOSERS | _INVOCATION_KINDS | FAULT_KINDS
+                               | {"fault.*", "run.end"})
+
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
 

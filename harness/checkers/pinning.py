@@ -88,6 +88,10 @@ class PinningBound:
         "than the hand-off bound; no deployment is retired while something is pinned to it."
     )
 
+    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
+    # only these (harness.checkers.base.dispatch).
+    reads: frozenset[str] = _KINDS | FAULT_KINDS | {"run.end"}
+
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
 

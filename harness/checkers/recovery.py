@@ -72,6 +72,10 @@ class ConservativeRecovery:
         "executed again without its idempotency key and the turn is held for confirmation."
     )
 
+    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
+    # only these (harness.checkers.base.dispatch).
+    reads: frozenset[str] = _KINDS | {"run.end"}
+
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
 

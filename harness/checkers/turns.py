@@ -78,6 +78,10 @@ class TurnOutcome:
         "tool call has one final result, and no answer is applied after the maximum wait."
     )
 
+    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
+    # only these (harness.checkers.base.dispatch).
+    reads: frozenset[str] = _WANTED | {"run.end"}
+
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
 

@@ -6,6 +6,7 @@ printed back as a scenario file that replays it.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -157,17 +158,25 @@ class Schedule:
         return "\n".join(lines) + "\n"
 
 
+# Every run's outcome carries its schedule as TOML, so this is on the path of every
+# generated schedule: keys are a handful of names (looked up once each), and a string is
+# written by json's own encoder without going through json.dumps.
+_BARE_KEY: Final = re.compile(r"[A-Za-z0-9_-]+")
+_json_string: Final = json.encoder.encode_basestring_ascii  # what json.dumps(str) writes
+
+
+@functools.lru_cache(maxsize=256)
 def _key(name: str) -> str:
-    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+    return name if _BARE_KEY.fullmatch(name) else json.dumps(name)
 
 
 def _toml(value: Any) -> str:
+    if isinstance(value, str):
+        return _json_string(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     raise TypeError(f"cannot write {value!r} to TOML")

@@ -11,8 +11,6 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from harness.schedules.generate import seed_only
-
 MODULES: tuple[str, ...] = (
     "duplicate_model_call",
     "duplicate_email",
@@ -36,8 +34,3 @@ def load(name: str) -> ModuleType:
 
 def all_bugs() -> list[ModuleType]:
     return [load(name) for name in MODULES]
-
-
-# Generation from the seed alone now lives with the generator (explore uses it); kept here
-# under its old name for the tests and the benchmark of the planted bugs.
-seed_only_generation = seed_only
