@@ -27,9 +27,16 @@ as the workflow id (idempotent). The clock jumps when DBOS is quiescent: no work
 app enqueued or running (a workflow in `recv` with an unread message is running), no
 request to the world in flight, nothing done for `settle` real seconds.
 
-What DBOS cannot do that Restate does: a paused host's workflows are not taken over by
-another host (DBOS has no liveness check of executors; they go on when the host resumes),
-so a "takeover while frozen" scenario is one where the frozen owner resumes and goes on.
+A host that stops answering (paused or crashed) has its workflows taken over by another live
+host of the same version after `takeover_after` real seconds, as Restate's keep-alive lets
+another host of the deployment take the attempt. Open-source DBOS has no liveness check of
+its executors; what declares one dead is a recovery service (DBOS Conductor does it, or an
+operator with `DBOS.recover_pending_workflows`). The harness plays that service, with DBOS's
+own call: the dead executor's PENDING workflows of that version go back to their queue
+(`reenqueue_for_recovery`) and a live process of the version runs them from their recorded
+steps. A paused host that wakes up then finds its workflows owned by another executor: DBOS
+refuses its writes to the workflow (`owner_xid`), and the thread log's epoch refuses its
+appends (recorded as `dbos.recovered`).
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ from harness.adapters.restate import (
     RestateRuntime,
     Variant,
     _Deployment,
+    _Hold,
     _Host,
     _real_clock,
 )
@@ -85,6 +93,8 @@ from reference_impl.threadlog_pg import PostgresThreadLogStore
 __all__ = ["DbosRuntime", "DbosWorker", "NaiveDbosAdapter", "ReferenceDbosAdapter"]
 
 _SYSTEM_DB = "dbos_sys"
+# Where DBOS's own recovery puts a recovered workflow that came from no queue.
+_RECOVERY_QUEUE = "_dbos_internal_queue"
 # Handlers the harness invokes on a virtual object (all exclusive); a delayed send from the
 # app (PendingToolCall.expire) is one too.
 _OBJECT_SERVICES = frozenset({"Controller", "PendingToolCall"})
@@ -123,7 +133,13 @@ class DbosWorker(WorkerProcess):
 class DbosRuntime(RestateRuntime):
     """One run on DBOS. Capabilities: gc-pause, crash, deploy, arm, network."""
 
+    # Real seconds a host may stop answering before another host of its version takes over
+    # its workflows (Restate's keep-alive on the Restate path is 1 s).
+    takeover_after: float = 1.0
+
     def __post_init__(self) -> None:
+        self._hold_started: dict[int, float] = {}
+        self._taken_over: set[int] = set()
         self._exit = ExitStack()
         self._exit.enter_context(_real_clock())
         self.history = self.ctx.history
@@ -367,6 +383,44 @@ class DbosRuntime(RestateRuntime):
             "max_fire_lag": round(self._fire_lag, 3), "jumps": self._jumps,
             "skipped": round(self.clock.jumped, 3)})
         asyncio.run(self._record_logs())
+
+    # -- takeover ---------------------------------------------------------------------------
+
+    def _hold(self, host: _Host, action: Any, duration: float) -> float:
+        until = super()._hold(host, action, duration)
+        with self._lock:
+            self._hold_started[id(self._holds[-1])] = time.monotonic()
+        return until
+
+    def _tick(self) -> bool:
+        self._take_over()
+        return super()._tick()
+
+    def _take_over(self) -> None:
+        """Declare the executors of hosts that stopped answering dead (see the module
+        docstring): another live host of the same version recovers their workflows."""
+        real = time.monotonic()
+        with self._lock:
+            due: list[_Hold] = [
+                h for h in self._holds if id(h) not in self._taken_over
+                and real - self._hold_started.get(id(h), real) >= self.takeover_after]
+            held = {h.host.name for h in self._holds}
+        for hold in due:
+            dead, dep = hold.host, hold.host.deployment
+            live = [h for h in dep.hosts if h.name not in held and h.worker.alive]
+            self._taken_over.add(id(hold))
+            if not live or self.client is None:
+                continue
+            sys_db = self.client._sys_db
+            recovered = []
+            for pending in sys_db.get_pending_workflows(dead.name, dep.version):
+                if sys_db.reenqueue_for_recovery(pending.workflow_id, [dead.name],
+                                                 _RECOVERY_QUEUE):
+                    recovered.append(pending.workflow_id)
+            self._last_action = time.monotonic()
+            self.history.add("dbos.recovered", host=dead.name, deployment=dep.id,
+                             data={"executor": dead.name, "version": dep.version,
+                                   "workflows": recovered, "live": [h.name for h in live]})
 
     # -- capabilities: deploy -------------------------------------------------------------
 

@@ -1,0 +1,141 @@
+"""The reference implementation and the naive variant on DBOS, with PostgreSQL and Toxiproxy.
+
+The short CI subset of `make chaos-dbos`: virtual time as on the simulator (hand_off_after 5
+minutes, max_wait 8 days, through the harness's timers), horizons shortened to just past the
+last step. Skips when PostgreSQL, toxiproxy-server or the dbos package are missing (`make
+toxiproxy`, `pip install -e '.[test]'`), fails instead under CI=true.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+
+from harness.adapters import load_adapter
+from harness.adapters.base import RunContext
+from harness.adapters.dbos import DbosRuntime, NaiveDbosAdapter, ReferenceDbosAdapter
+from harness.components.net import wait_until
+from harness.components.procs import group_members
+from harness.errors import DurableChaosError
+from harness.outcome import RunOutcome
+from harness.runner import RunOptions, run_schedule
+from harness.schedules.model import Schedule, parse_duration
+from harness.schedules.scenario_file import load_scenario
+
+pytestmark = pytest.mark.real
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _real_stack() -> None:
+    try:
+        ReferenceDbosAdapter().preflight()
+    except DurableChaosError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and the DBOS stack is required: {exc}", pytrace=False)
+        pytest.skip(f"DBOS stack missing ({exc}); run `make toxiproxy` and "
+                    "`pip install -e '.[test]'`")
+
+
+@dataclass(frozen=True)
+class Capturing(ReferenceDbosAdapter):
+    """The adapter, keeping the runtimes it opened (to inspect after close)."""
+
+    opened: list[DbosRuntime] = field(default_factory=list)
+
+    def open(self, ctx: RunContext) -> DbosRuntime:
+        runtime = super().open(ctx)
+        self.opened.append(runtime)
+        return runtime
+
+
+@dataclass(frozen=True)
+class CapturingNaive(NaiveDbosAdapter):
+    opened: list[DbosRuntime] = field(default_factory=list)
+
+    def open(self, ctx: RunContext) -> DbosRuntime:
+        runtime = super().open(ctx)
+        self.opened.append(runtime)
+        return runtime
+
+
+def scenario(name: str, horizon: str) -> Schedule:
+    return replace(load_scenario(SCENARIOS / name), horizon=parse_duration(horizon))
+
+
+def run(adapter: ReferenceDbosAdapter, schedule: Schedule) -> RunOutcome:
+    outcome = run_schedule(adapter, schedule, RunOptions(adapter_spec=adapter.name,
+                                                         report_dir=None))
+    assert outcome.error is None, outcome.error
+    return outcome
+
+
+def verdicts(outcome: RunOutcome) -> dict[str, str]:
+    return {r.checker: r.outcome for r in outcome.results}
+
+
+def groups_gone(pgids: list[int]) -> None:
+    def none_left() -> bool | None:
+        return True if not any(group_members(g) for g in pgids) else None
+
+    wait_until(none_left, timeout=15, what="the run's process groups to exit", interval=0.05)
+
+
+def test_builtin_names_load_the_dbos_adapters() -> None:
+    assert load_adapter("reference-dbos").name == "reference-dbos"
+    naive = load_adapter("naive-dbos")
+    assert isinstance(naive, NaiveDbosAdapter) and naive.variant == "naive"
+
+
+def test_reference_on_dbos_all_invariants_hold_across_redeploys() -> None:
+    adapter = Capturing()
+    outcome = run(adapter, scenario("02-answered-after-3-days-across-redeploys.toml", "3d1h"))
+    failing = {k: v for k, v in verdicts(outcome).items() if v != "pass"}
+    assert failing == {}, failing
+    runtime = adapter.opened[0]
+    history = runtime.history
+    # The answer on day 3 re-ran the tool on the newest version (v3), the same turn resumed.
+    reruns = history.of_kind("tool.rerun")
+    assert [r.data.get("version") for r in reruns] == ["v3"], reruns
+    assert [r.data["reason"] for r in history.of_kind("turn.ended")] == ["completed"]
+    # DBOS's own state: the in-call wait was a workflow in recv (suspended) for about the
+    # hand-off bound, and v1 and v2 were retired once DBOS showed nothing pinned to them.
+    config = adapter.check_config()
+    suspended = history.of_kind("invocation.suspended")
+    assert suspended, "no workflow was seen waiting in recv"
+    retired = {r.deployment for r in history.of_kind("deployment.retired")}
+    assert retired == {"v1", "v2"}, retired
+    for version in ("v1", "v2"):
+        counts = [r.data["count"] for r in history.of_kind("dbos.pinned")
+                  if r.deployment == version]
+        assert counts and counts[-1] == 0, (version, counts)
+    assert config.hand_off_after == 300.0
+    # Nothing is left running, nor the run's logs.
+    pgids = runtime.process_groups()
+    assert pgids
+    groups_gone(pgids)
+    assert not runtime.log_dir.exists()
+
+
+def test_naive_on_dbos_fails_pinning_measured_by_dbos() -> None:
+    adapter = CapturingNaive()
+    outcome = run(adapter, scenario("02-answered-after-3-days-across-redeploys.toml", "3d1h"))
+    result = verdicts(outcome)
+    assert result["pinning-bound"] == "fail", result
+    assert {k for k, v in result.items() if v != "pass"} == {"pinning-bound"}, result
+    history = adapter.opened[0].history
+    # The evidence is DBOS's: workflow_status kept a v1 workflow PENDING (in recv) past the
+    # redeploys, and v1 was retired only once that count reached 0 (after the answer).
+    counts = [r.data["count"] for r in history.of_kind("dbos.pinned") if r.deployment == "v1"]
+    assert counts and counts[0] >= 1 and counts[-1] == 0, counts
+    config = adapter.check_config()
+    suspended = {r.invocation: r for r in history.of_kind("invocation.suspended")
+                 if r.deployment == "v1"}
+    ended = {r.invocation: r for r in history.of_kind("invocation.completed")}
+    longest = max(ended[i].time - s.time for i, s in suspended.items() if i in ended)
+    assert longest > config.hand_off_after + config.tolerance, longest
+    groups_gone(adapter.opened[0].process_groups())
