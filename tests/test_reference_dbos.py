@@ -139,3 +139,21 @@ def test_naive_on_dbos_fails_pinning_measured_by_dbos() -> None:
     longest = max(ended[i].time - s.time for i, s in suspended.items() if i in ended)
     assert longest > config.hand_off_after + config.tolerance, longest
     groups_gone(adapter.opened[0].process_groups())
+
+
+def test_paused_owner_is_taken_over_and_its_late_appends_are_fenced() -> None:
+    adapter = Capturing()
+    outcome = run(adapter, scenario("09-gc-pause-before-control-row.toml", "1h"))
+    failing = {k: v for k, v in verdicts(outcome).items() if v != "pass"}
+    assert failing == {}, failing
+    history = adapter.opened[0].history
+    # The frozen host's workflows went to a live host of its version through DBOS's own
+    # recovery, which took the thread (epoch 2); the woken host's append was refused.
+    recovered = history.of_kind("dbos.recovered")
+    assert recovered and recovered[0].data["workflows"], recovered
+    paused = history.of_kind("host.paused")[0].host
+    assert recovered[0].host == paused
+    epochs = [r.epoch for r in history.of_kind("threadlog.assigned")]
+    assert epochs == [1, 2], epochs
+    rejected = history.of_kind("threadlog.rejected")
+    assert rejected and all(r.epoch == 1 for r in rejected), rejected
