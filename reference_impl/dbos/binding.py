@@ -3,9 +3,15 @@
 `install(engine)` makes one process serve an `App`; the workflow `names.WORKFLOW` runs a
 handler with a `DbosContext`:
 
-- `run` -> a DBOS step (`DBOS.run_step_async`), retried on any error but a `TerminalError`
-  (Restate retries a failed attempt; a DBOS workflow that raises is over, so the retry is
-  the step's);
+- `run` -> a DBOS step (`DBOS.run_step_async`). A step that fails with anything but a
+  `TerminalError` fails the *attempt*, as on Restate: its failure is not recorded, and the
+  handler runs again from the top in the same workflow, replaying the recorded steps (DBOS
+  returns their outputs by position) up to the one that failed, which runs again. Code
+  outside steps runs again too, as a Restate retry re-runs it: the thread log's
+  `take_ownership` takes a new epoch, so a turn whose thread moved meanwhile continues as
+  its owner. Before each retry the attempt checks that its host still runs the workflow (a
+  recovery may have moved it); if not, this execution stops, as a Restate attempt that
+  lost its connection does;
 - virtual objects: an exclusive handler is a workflow of the partitioned `OBJECTS_QUEUE`,
   one per partition `service/key` at a time (DBOS keeps the lock, across crashes too); a
   shared handler (`isCancelled`, `status`) only reads state, so a call to one is a step that
@@ -45,6 +51,8 @@ from datetime import timedelta
 from typing import Any, TypeVar, cast
 
 from dbos import DBOS
+from dbos._context import get_local_dbos_context
+from dbos._error import DBOSBaseException, DBOSException
 
 from reference_impl import binding
 from reference_impl.binding import JSON, App, DurableFuture, HandlerRef
@@ -66,15 +74,25 @@ T = TypeVar("T")
 
 # A wait with no bound of its own still gives `recv` one (DBOS needs a timeout).
 _LONG_WAIT = 30 * 86400.0
-# Step retries: a provider error or a lost connection retries the step, as Restate retries
-# the attempt; real seconds, short, without growth (faults last seconds here).
+# Real seconds between two attempts of a handler (faults last seconds here; no growth).
 _RETRY_INTERVAL = 0.25
-_RETRY_ATTEMPTS = 100_000
 _RESULT_POLL = 0.05
 
 
-def _retryable(exc: BaseException) -> bool:
-    return not isinstance(exc, binding.TerminalError)
+class _AttemptFailed(BaseException):
+    """A step failed with a retryable error: the attempt ends (see the module docstring).
+
+    A BaseException so that DBOS does not record it as the step's outcome (it records an
+    Exception), and the step runs again when the attempt is retried.
+    """
+
+    def __init__(self, step: str, cause: BaseException) -> None:
+        super().__init__(f"step {step!r} failed: {type(cause).__name__}: {cause}")
+        self.cause = cause
+
+
+class Superseded(RuntimeError):
+    """This execution no longer runs its workflow (a recovery gave it to another host)."""
 
 
 @dataclass
@@ -102,16 +120,33 @@ class DbosEngine:
         workflow_id = DBOS.workflow_id
         assert workflow_id is not None, "a handler runs inside its workflow"
         fn = self.app.service(service).handler(handler).fn
-        ctx = DbosContext(self, service, key, workflow_id)
-        try:
-            result = await fn(ctx, arg)
-        except binding.TerminalError:
-            # The invocation is over: what it decided so far still happens (as on Restate,
-            # where a terminal error completes the invocation with its state and sends).
-            await ctx.finish()
-            raise
-        await ctx.finish()
-        return result
+        attempt = 0
+        while True:
+            attempt += 1
+            ctx = DbosContext(self, service, key, workflow_id)
+            try:
+                try:
+                    result = await fn(ctx, arg)
+                except binding.TerminalError:
+                    # The invocation is over: what it decided so far still happens (as on
+                    # Restate, where a terminal error completes it with its state and sends).
+                    await ctx.finish()
+                    raise
+                await ctx.finish()
+                return result
+            except (binding.TerminalError, DBOSException, DBOSBaseException):
+                raise
+            except (_AttemptFailed, Exception) as exc:
+                failure = exc
+            print(f"[{self.host}] {workflow_id} {service}/{handler} attempt {attempt} failed "
+                  f"({failure}); retrying", flush=True)
+            await asyncio.sleep(_RETRY_INTERVAL)
+            if not await asyncio.to_thread(self.state.runs_on, workflow_id, self.host):
+                raise Superseded(f"{workflow_id} is no longer run by {self.host}")
+            # Replay from the first recorded operation (DBOS numbers them from 0 per run).
+            dbos_ctx = get_local_dbos_context()
+            assert dbos_ctx is not None
+            dbos_ctx.function_id = 0
 
 
 _ENGINE: DbosEngine | None = None
@@ -233,12 +268,11 @@ class DbosContext:
             except binding.TerminalError as exc:
                 # Recorded as the step's outcome: a replay raises it again, no retry.
                 raise binding.TerminalError(exc.message, exc.status_code) from None
+            except Exception as exc:
+                raise _AttemptFailed(name, exc) from exc
             return result
 
-        return await DBOS.run_step_async(
-            {"name": name, "retries_allowed": True, "interval_seconds": _RETRY_INTERVAL,
-             "backoff_rate": 1.0, "max_attempts": _RETRY_ATTEMPTS,
-             "should_retry": _retryable}, step)
+        return await DBOS.run_step_async({"name": name}, step)
 
     def run(self, name: str, action: Callable[[], Awaitable[T] | T]) -> Awaitable[T]:
         async def run() -> T:

@@ -24,8 +24,9 @@ _SCHEMA = (f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (service text NOT NULL, "
 class StateStore:
     """State at `conninfo` (a libpq URL or conninfo string)."""
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, schema: str = "dbos") -> None:
         self.conninfo = conninfo
+        self.schema = f"{schema}."
         self._lock = threading.Lock()
         self._conn: Any = None
 
@@ -57,6 +58,18 @@ class StateStore:
                 pass  # another process created it at the same moment
 
         self._execute(create)
+
+    def runs_on(self, workflow_id: str, executor: str) -> bool:
+        """Whether DBOS still has `workflow_id` PENDING on `executor` (a recovery moves a
+        workflow to another executor when it dequeues it)."""
+
+        def check(conn: Any) -> bool:
+            row = conn.execute(f"SELECT status, executor_id FROM {self.schema}workflow_status "
+                               "WHERE workflow_uuid = %s", (workflow_id,)).fetchone()
+            return row is not None and row[0] == "PENDING" and row[1] == executor
+
+        result: bool = self._execute(check)
+        return result
 
     def read(self, service: str, key: str) -> dict[str, Any]:
         def read(conn: Any) -> dict[str, Any]:

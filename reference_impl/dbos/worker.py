@@ -37,7 +37,7 @@ from reference_impl.worker import build_from_env, timers_from_env
 __all__ = ["main"]
 
 # Real seconds between two looks at a queue: each hop of a call or send waits up to this.
-QUEUE_POLL = 0.05
+QUEUE_POLL = 0.1
 
 
 def _exit(signum: int, frame: FrameType | None) -> None:
@@ -53,7 +53,7 @@ def main() -> None:
     install(DbosEngine(build_from_env(), host, state, timers_from_env()))
     DBOS(config={
         "name": APP_NAME, "system_database_url": url, "application_version": version,
-        "executor_id": host, "notification_listener_polling_interval_sec": 0.05,
+        "executor_id": host, "notification_listener_polling_interval_sec": 0.1,
     })
     DBOS.launch()
     DBOS.register_queue(OBJECTS_QUEUE, partition_concurrency=1,
