@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.adapters import load_adapter
+from harness.adapters import Adapter, load_adapter
 from harness.adapters.base import RunContext
 from harness.adapters.dbos import DbosRuntime, NaiveDbosAdapter, ReferenceDbosAdapter
 from harness.components.net import wait_until
@@ -67,7 +67,7 @@ def scenario(name: str, horizon: str) -> Schedule:
     return replace(load_scenario(SCENARIOS / name), horizon=parse_duration(horizon))
 
 
-def run(adapter: ReferenceDbosAdapter, schedule: Schedule) -> RunOutcome:
+def run(adapter: Adapter, schedule: Schedule) -> RunOutcome:
     outcome = run_schedule(adapter, schedule, RunOptions(adapter_spec=adapter.name,
                                                          report_dir=None))
     assert outcome.error is None, outcome.error
@@ -157,3 +157,21 @@ def test_paused_owner_is_taken_over_and_its_late_appends_are_fenced() -> None:
     assert epochs == [1, 2], epochs
     rejected = history.of_kind("threadlog.rejected")
     assert rejected and all(r.epoch == 1 for r in rejected), rejected
+
+
+def test_naive_turn_whose_thread_moved_retries_its_attempt_like_the_simulator() -> None:
+    # A naive turn waits in recv while a background call's re-run takes its session's thread
+    # (a new epoch). When the answer wakes the turn, its append is stale: the attempt fails
+    # and runs again from its recorded steps, taking the thread back, as a Restate attempt
+    # retry does; a step retried alone would append at the stale epoch for ever.
+    name = "16-background-result-while-another-turn-waits.toml"
+    simulated = run(load_adapter("naive"), load_scenario(SCENARIOS / name))
+    adapter = CapturingNaive()
+    outcome = run(adapter, load_scenario(SCENARIOS / name))
+    assert verdicts(outcome) == verdicts(simulated)
+    history = adapter.opened[0].history
+    rejected = [r for r in history.of_kind("threadlog.rejected")
+                if str(r.data.get("entry", "")).startswith("intent:s1.turn2")]
+    assert rejected, "the waiting turn's thread did not move"
+    ended = {r.turn: r.data["reason"] for r in history.of_kind("turn.ended")}
+    assert ended.get("s1.turn2") == "completed", ended
