@@ -49,13 +49,12 @@ class StateStore:
                 raise
 
     def ensure_schema(self) -> None:
-        import psycopg
-
         def create(conn: Any) -> None:
-            try:
+            # Hosts start together: CREATE ... IF NOT EXISTS alone races (two creators of
+            # the same row type), so creators take turns under a transaction-level lock.
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (STATE_TABLE,))
                 conn.execute(_SCHEMA)
-            except psycopg.errors.UniqueViolation:
-                pass  # another process created it at the same moment
 
         self._execute(create)
 
