@@ -9,21 +9,26 @@ toxiproxy`, `pip install -e '.[test]'`), fails instead under CI=true.
 from __future__ import annotations
 
 import os
+import threading
+import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
+from pg_fixtures import pg_server_fixture  # noqa: F401
 
 from harness.adapters import Adapter, load_adapter
 from harness.adapters.base import RunContext
 from harness.adapters.dbos import DbosRuntime, NaiveDbosAdapter, ReferenceDbosAdapter
 from harness.components.net import wait_until
+from harness.components.postgres import PostgresServer
 from harness.components.procs import group_members
 from harness.errors import DurableChaosError
 from harness.outcome import RunOutcome
 from harness.runner import RunOptions, run_schedule
 from harness.schedules.model import Schedule, parse_duration
 from harness.schedules.scenario_file import load_scenario
+from reference_impl.dbos.state import StateStore
 
 pytestmark = pytest.mark.real
 
@@ -175,3 +180,33 @@ def test_naive_turn_whose_thread_moved_retries_its_attempt_like_the_simulator() 
     assert rejected, "the waiting turn's thread did not move"
     ended = {r.turn: r.data["reason"] for r in history.of_kind("turn.ended")}
     assert ended.get("s1.turn2") == "completed", ended
+
+
+def test_hosts_starting_together_create_the_state_table_once(pg_server: PostgresServer) -> None:
+    import psycopg
+
+    database = f"state_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_server.conninfo, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {database}")
+    url = f"postgresql://postgres@127.0.0.1:{pg_server.port}/{database}"
+    start = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def host() -> None:
+        store = StateStore(url)
+        start.wait()
+        try:
+            store.ensure_schema()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=host) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    store = StateStore(url)
+    store.write("Controller", "s1", {"queue": [1], "turns": 2})
+    store.write("Controller", "s1", {"queue": None})
+    assert store.read("Controller", "s1") == {"turns": 2}
