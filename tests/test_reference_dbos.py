@@ -9,6 +9,9 @@ toxiproxy`, `pip install -e '.[test]'`), fails instead under CI=true.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import threading
 import uuid
 from dataclasses import dataclass, field, replace
@@ -210,3 +213,56 @@ def test_hosts_starting_together_create_the_state_table_once(pg_server: Postgres
     store.write("Controller", "s1", {"queue": [1], "turns": 2})
     store.write("Controller", "s1", {"queue": None})
     assert store.read("Controller", "s1") == {"turns": 2}
+
+
+KINDS = ("toxiproxy-server", "postgres", "reference_impl.dbos.worker")
+
+
+def _child_groups(pid: int) -> dict[int, str]:
+    """Process groups of `pid`'s direct children that are components (pgid -> kind)."""
+    out: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if int(stat[stat.rfind(")") + 2:].split()[1]) != pid:
+                continue
+            kind = next((k for k in KINDS if k in cmdline), None)
+            if kind is not None:
+                out[os.getpgid(int(entry.name))] = kind
+        except (OSError, ProcessLookupError):
+            continue
+    return out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_nothing_left_running_after_ctrl_c_or_kill(tmp_path: Path, sig: signal.Signals) -> None:
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "--adapter", "reference-dbos",
+         "--scenarios", str(SCENARIOS / "01-answered-in-2-minutes.toml"), "--schedules", "0",
+         "--report-dir", str(tmp_path / "report"), "--quiet"],
+        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    groups: dict[int, str] = {}
+    try:
+        def started() -> bool | None:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            groups.update(_child_groups(proc.pid))
+            kinds = list(groups.values())
+            return True if all(kinds.count(k) >= (2 if k == KINDS[2] else 1)
+                               for k in KINDS) else None
+
+        wait_until(started, timeout=90, what="the harness's components", interval=0.05)
+        os.killpg(proc.pid, sig)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    # Interrupted, the run stops and cleans up; killed, the components die of the death
+    # signal they were started with. Either way no process of theirs is left.
+    assert code in ((0, 1, 130) if sig == signal.SIGINT else (-signal.SIGKILL,)), code
+    assert set(groups.values()) == set(KINDS), groups
+    groups_gone(list(groups))
