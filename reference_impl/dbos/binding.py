@@ -141,7 +141,11 @@ class DbosEngine:
             print(f"[{self.host}] {workflow_id} {service}/{handler} attempt {attempt} failed "
                   f"({failure}); retrying", flush=True)
             await asyncio.sleep(_RETRY_INTERVAL)
-            if not await asyncio.to_thread(self.state.runs_on, workflow_id, self.host):
+            try:
+                ours = await asyncio.to_thread(self.state.runs_on, workflow_id, self.host)
+            except Exception:
+                ours = True  # cannot tell now: retry, and ask again after the next failure
+            if not ours:
                 raise Superseded(f"{workflow_id} is no longer run by {self.host}")
             # Replay from the first recorded operation (DBOS numbers them from 0 per run).
             dbos_ctx = get_local_dbos_context()
