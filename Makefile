@@ -133,5 +133,11 @@ test-containers: install tools
 	@trap '$(MAKE) --no-print-directory docker-stop' EXIT INT TERM; \
 		$(BUILD_IMAGES) && DOCKER_HOST=$(DOCKER_SOCK) $(BIN)/pytest -q tests/test_containers.py
 
+# Every scenario file on DBOS (reference-dbos and naive-dbos) next to the simulator's verdicts;
+# exit 1 if any verdict differs. PostgreSQL (the machine's) and Toxiproxy; about 15 minutes.
+.PHONY: chaos-dbos
+chaos-dbos: install toxiproxy
+	$(BIN)/python benchmarks/verdicts_real.py --pairs reference:reference-dbos,naive:naive-dbos
+
 clean:
 	rm -rf $(VENV) node_modules $(TOOLS) reports/*.html reports/*.xml reports/runs

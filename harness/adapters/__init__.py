@@ -89,6 +89,17 @@ def _reference_restate() -> Adapter:
     return _restate("ReferenceRestateAdapter")
 
 
+def _dbos(attribute: str) -> Adapter:
+    try:
+        module = importlib.import_module("harness.adapters.dbos")
+    except ModuleNotFoundError as exc:
+        raise AdapterNotFound(
+            f"the DBOS adapters need the module {exc.name!r}: pip install "
+            "'durable-chaos[dbos,postgres]'") from None
+    adapter: Adapter = getattr(module, attribute)()
+    return adapter
+
+
 _BUILTIN: dict[str, tuple[str, Callable[[], Adapter]]] = {
     "reference": ("the reference implementation on the simulator (default)", _reference),
     "naive": ("the naive 'before' design (in-call wait, no hand-off) on the simulator", _naive),
@@ -96,6 +107,10 @@ _BUILTIN: dict[str, tuple[str, Callable[[], Adapter]]] = {
                           "PostgreSQL and Toxiproxy (virtual time)", _reference_restate),
     "naive-restate": ("the naive variant on a real Restate server (virtual time)",
                       lambda: _restate("NaiveRestateAdapter")),
+    "reference-dbos": ("the reference implementation on DBOS with PostgreSQL (virtual time)",
+                       lambda: _dbos("ReferenceDbosAdapter")),
+    "naive-dbos": ("the naive variant on DBOS (in-workflow recv, virtual time)",
+                   lambda: _dbos("NaiveDbosAdapter")),
 }
 
 

@@ -11,6 +11,13 @@ DBOS keeps everything in its system database, so each poll is two queries:
 - `application_versions`: each version a process registered; the newest is current (DBOS
   gives unpinned work to it).
 
+With `waits=True`, a PENDING workflow waiting in `DBOS.recv` (or `DBOS.sleep`) with no message
+to read is `suspended`, read from the same database: its latest step is the wait's timeout
+(`DBOS.sleep` in `operation_outputs`, with no `DBOS.recv` result before it) and no unread
+message waits for it in `notifications`. DBOS keeps such a workflow in a process of its
+version all the same; what the status adds is when it waits on something outside (a person,
+a timer) rather than works, which is what the pinning bound measures.
+
 SQLite (`sqlite:///PATH`) is read with the standard library; PostgreSQL (`postgresql://...`)
 with psycopg (`durable-chaos[postgres]`).
 """
@@ -40,6 +47,14 @@ _STATUS: dict[str, Status] = {
 }
 _WORKFLOWS = ("SELECT workflow_uuid, status, name, application_version FROM {schema}"
               "workflow_status ORDER BY created_at, workflow_uuid")
+# PENDING workflows waiting in recv/sleep with nothing to read (see the module docstring).
+_WAITING = ("SELECT s.workflow_uuid FROM {schema}operation_outputs s JOIN {schema}"
+            "workflow_status w ON w.workflow_uuid = s.workflow_uuid WHERE w.status = 'PENDING' "
+            "AND s.function_name = 'DBOS.sleep' AND NOT EXISTS (SELECT 1 FROM {schema}"
+            "operation_outputs r WHERE r.workflow_uuid = s.workflow_uuid AND "
+            "(r.function_id > s.function_id OR (r.function_id = s.function_id - 1 AND "
+            "r.function_name = 'DBOS.recv'))) AND NOT EXISTS (SELECT 1 FROM {schema}"
+            "notifications n WHERE n.destination_uuid = s.workflow_uuid AND NOT n.consumed)")
 _VERSIONS = ("SELECT version_name, version_timestamp FROM {schema}application_versions "
              "ORDER BY version_timestamp, version_name")
 
@@ -49,9 +64,10 @@ class DbosObserver(EngineObserver):
 
     def __init__(self, history: History, *, database_url: str, schema: str = "dbos",
                  interval: float = 0.1, turn_of: TurnOf | None = None,
-                 world: World | None = None) -> None:
+                 world: World | None = None, waits: bool = False) -> None:
         super().__init__(history, interval=interval, turn_of=turn_of, world=world)
         self.database_url = database_url
+        self.waits = waits
         self.sqlite = database_url.startswith("sqlite:///")
         # SQLite has no schemas: DBOS puts its tables in the main database.
         self.schema = "" if self.sqlite else f"{schema}."
@@ -73,13 +89,15 @@ class DbosObserver(EngineObserver):
         try:
             workflows = self._rows(_WORKFLOWS)
             versions = self._rows(_VERSIONS)
+            waiting = {str(r[0]) for r in self._rows(_WAITING)} if self.waits else set()
         except Exception as exc:
             if "no such table" in str(exc) or "does not exist" in str(exc):
                 return Snapshot()  # no DBOS process has created its tables yet
             self.close_engine()  # reconnect next poll
             raise
         invocations = tuple(
-            InvocationState(str(wf_id), _STATUS.get(str(status), "running"),
+            InvocationState(str(wf_id), "suspended" if str(wf_id) in waiting
+                            else _STATUS.get(str(status), "running"),
                             str(version) if version else None, target=name,
                             detail={"SUCCESS": "succeeded"}.get(str(status),
                                                                  str(status).lower()))

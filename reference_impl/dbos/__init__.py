@@ -1,0 +1,3 @@
+"""The reference implementation on DBOS: the `Context` binding (`binding`), the state of
+virtual objects (`state`), the worker process (`worker`) and the names an outside driver
+needs (`names`, which does not import DBOS)."""
