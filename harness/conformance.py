@@ -35,6 +35,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Final, NoReturn, TypeVar
 
+from contract.ports import EVENTS
 from harness.adapters.base import (
     Adapter,
     ClockEffects,
@@ -48,7 +49,6 @@ from harness.adapters.base import (
 from harness.checkers.base import CheckConfig
 from harness.errors import AdapterContractError
 from harness.history import TYPES, History, Record
-from reference_impl.ports import EVENTS
 
 __all__ = ["NAMESPACES", "VOCABULARY", "check_adapter"]
 

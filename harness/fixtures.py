@@ -283,7 +283,7 @@ def _config_of(adapter: Adapter) -> Any:
     config = getattr(adapter, "config", None)
     if config is not None:
         return config
-    from reference_impl.ports import Config
+    from contract.ports import Config
 
     return Config()
 

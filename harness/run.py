@@ -189,7 +189,7 @@ def runtime_config(adapter: Adapter) -> Any:
     config = getattr(adapter, "config", None)
     if config is not None:
         return config
-    from reference_impl.ports import Config
+    from contract.ports import Config
 
     return Config()
 

@@ -17,8 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.history import History
-from reference_impl.ports import (
+from contract.ports import (
     ApprovalUI,
     Config,
     Identity,
@@ -31,7 +30,8 @@ from reference_impl.ports import (
     ToolCatalog,
     ToolSpec,
 )
-from reference_impl.threadlog import ThreadLogStore
+from contract.threadlog import ThreadLogStore
+from harness.history import History
 
 PROVIDER_FAULTS: Final = ("500_before", "500_after_billed", "429", "timeout")
 

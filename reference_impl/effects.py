@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from reference_impl import faultpoints
-from reference_impl.binding import JSON, Context, HandlerRef
-from reference_impl.ports import Ports
+from contract import faultpoints
+from contract.binding import JSON, Context, HandlerRef
+from contract.ports import Ports
 from reference_impl.threadlog import LogEntry, StaleEpoch, ThreadLog, TransactionAborted
 
 __all__ = [

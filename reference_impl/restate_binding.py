@@ -35,9 +35,9 @@ from typing import Any, TypeVar, cast
 import restate
 from restate.serde import JsonSerde
 
-from reference_impl import binding
-from reference_impl.binding import JSON, App, DurableFuture, HandlerRef
-from reference_impl.ports import TimerPort
+from contract import binding
+from contract.binding import JSON, App, DurableFuture, HandlerRef
+from contract.ports import TimerPort
 
 __all__ = ["HOST_ENV", "RestateContext", "asgi_app", "to_restate"]
 

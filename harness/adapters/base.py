@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from contract.ports import Config
 from harness.checkers.base import CheckConfig
 from harness.history import History
 from harness.world import World
-from reference_impl.ports import Config
 
 
 @dataclass(frozen=True)

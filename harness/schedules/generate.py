@@ -28,9 +28,9 @@ from typing import Any
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from contract.faultpoints import POINTS
 from harness.schedules.model import Schedule, Step
 from harness.world import PROVIDER_FAULTS
-from reference_impl.faultpoints import POINTS
 
 DAY = 86400
 
