@@ -7,7 +7,8 @@ in-process objects whose awaits take virtual time; on the real path they are HTT
 Observations: the reference implementation reports what it does through `Observer.emit`,
 always from inside a journaled `ctx.run` step, so an emit may repeat when a step is retried
 (at-least-once). Every emit carries a deterministic `event_id`; consumers deduplicate on it.
-The vocabulary is `EVENTS` below; checkers read exactly these kinds and fields.
+The vocabulary is `contract.records` (docs/events.md); checkers read exactly its kinds and
+fields.
 """
 
 from __future__ import annotations
@@ -15,33 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from contract import records
 from contract.threadlog import ThreadLogStore
 
-# kind -> the fields it always carries (besides event_id; session/turn/tool_call where named).
-EVENTS: Final[dict[str, tuple[str, ...]]] = {
-    # Controller
-    "message.received": ("session", "message"),
-    "message.queued": ("session", "message"),  # busy: waits in the FIFO
-    "turn.started": ("session", "turn", "message"),
-    "turn.waiting": ("session", "turn", "tool_call"),  # handed off; the invocation ends
-    "turn.resumed": ("session", "turn", "tool_call", "outcome"),  # same turnId, new invocation
-    "turn.ended": ("session", "turn", "reason"),  # completed | steered | cancelled | held
-    "turn.held": ("session", "turn", "tool_call"),  # conservative recovery asks the person
-    # ChatToolExecutor / PendingToolCall
-    "tool.awaiting": ("session", "turn", "tool_call", "tool"),  # card shown, in-call wait
-    "tool.handoff": ("session", "turn", "tool_call"),  # startToolWait after hand_off_after
-    "tool.rerun": ("session", "turn", "tool_call", "access"),  # access: granted | denied
-    "tool.intent": ("session", "turn", "tool_call", "tool"),
-    # outcome: answered | denied | expired | ended_by_message | background | rejected_access
-    #          | held | completed (no approval needed) | cancelled (a waiting turn cancelled)
-    "tool.result": ("session", "turn", "tool_call", "outcome"),
-    "tool.background": ("session", "turn", "tool_call"),
-    "tool.finished": ("session", "turn", "tool_call", "outcome"),  # toolFinished delivered
-    # Thread log
-    "threadlog.assigned": ("session", "epoch"),
-    "threadlog.appended": ("session", "epoch", "seq"),
-    "threadlog.rejected": ("session", "epoch", "reason"),
-}
+# kind -> the fields it always carries (besides event_id): a view of the vocabulary in
+# `contract.records` (docs/events.md), kept for code that imported it from here.
+EVENTS: Final[dict[str, tuple[str, ...]]] = records.observations()
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from contract import records as _vocabulary
+from harness.errors import RecordError
+
 RecordType = Literal["invoke", "ok", "fail", "info", "event"]
 TYPES: Final = ("invoke", "ok", "fail", "info", "event")
 
@@ -141,6 +144,27 @@ if tuple(f.name for f in fields(Record)) != _BUILT:  # pragma: no cover - a guar
     raise ImportError("harness.history: Record's fields changed; update History.add")
 
 
+_REQUIRED: Final = dict(_vocabulary.REQUIRED)  # a plain dict: the fastest lookup
+
+
+def check_record(kind: str, fields: dict[str, Any], data: dict[str, Any] | None) -> None:
+    """Raise `RecordError` if a `kind` record with these fields may not enter a history.
+
+    The vocabulary is `contract.records`: a kind outside it (in its namespaces) or a required
+    field missing fails here, where an adapter appends the record, instead of passing every
+    checker vacuously. One dict lookup for a known kind, then one per required field.
+    """
+    required = _REQUIRED.get(kind)
+    if required is None:
+        problem = _vocabulary.unknown_kind(kind)
+        if problem is not None:
+            raise RecordError(problem)
+        return
+    for name in required:
+        if fields.get(name) is None and (data is None or data.get(name) is None):
+            raise RecordError(_vocabulary.missing_field(kind, fields, data) or name)
+
+
 class History:
     """The append-only record of one run."""
 
@@ -177,6 +201,7 @@ class History:
         if fields and not _FIELD_NAMES.issuperset(fields):
             unknown = sorted(set(fields) - _FIELD_NAMES)
             raise TypeError(f"History.add() got unexpected record fields {unknown}")
+        check_record(kind, fields, data)
         records = self._records
         record = _new(Record)
         _set_type(record, type)

@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from contract.records import (
+    FIELDS,
+    JUDGED_ON,
+    KINDS,
+    RECORD_FIELDS,
+    SCHEDULE_ACTIONS,
+    unknown_kind,
+)
+from harness.errors import RecordError
+from harness.history import History
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,3 +107,113 @@ def test_one_fault_point_hook_for_the_process() -> None:
     finally:
         assert faultpoints.install(previous) is not None
     assert reached == ["tool.after_intent"]
+
+
+# ------------------------------------------------------------------ the record vocabulary
+
+_KIND = re.compile(r"[a-z_]+\.[a-z_-]+")
+CHECKERS = ROOT / "harness" / "checkers"
+
+
+def _kind_literals(path: Path) -> set[str]:
+    """Every string constant of the module that is shaped like a record kind."""
+    return {node.value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and _KIND.fullmatch(node.value)}
+
+
+def test_every_kind_a_checker_reads_is_in_its_judged_on_and_in_the_vocabulary() -> None:
+    from harness.checkers import ALL
+    from harness.checkers._common import FAULT_KINDS
+
+    shared = _kind_literals(CHECKERS / "_common.py") | _kind_literals(CHECKERS / "base.py")
+    assert shared - set(KINDS) == set(), "a shared checker helper reads a kind outside it"
+    for checker in ALL:
+        path = Path(sys.modules[type(checker).__module__].__file__ or "")
+        source = path.read_text(encoding="utf-8")
+        reads = _kind_literals(path)
+        if "Faults" in source or "FAULT_KINDS" in source:
+            reads |= FAULT_KINDS
+        if "run_end" in source:
+            reads.add("run.end")
+        reads.add("clock.latency")  # every checker's tolerance (checkers.base.measured)
+        judged = {reading.kind for reading in checker.judged_on}
+        assert checker.judged_on == JUDGED_ON[checker.name]
+        assert reads - set(KINDS) == set(), (checker.name, "reads a kind outside the vocabulary")
+        assert reads - judged == set(), (checker.name, "reads a kind not in its judged_on")
+        assert judged - set(KINDS) == set(), checker.name
+    assert set(JUDGED_ON) == {c.name for c in ALL}
+
+
+def test_every_field_of_the_vocabulary_means_something() -> None:
+    names = set(FIELDS) | set(RECORD_FIELDS)
+    for kind in KINDS.values():
+        # Optional fields may be engine detail; required, expected and judged ones are
+        # described, and a value set belongs to a field of the kind.
+        assert not {f for f in kind.required + kind.expected if f not in names}, kind.name
+        assert all(field in kind.required + kind.optional + kind.expected
+                   for field, _ in kind.values), kind.name
+    for name, readings in JUDGED_ON.items():
+        for reading in readings:
+            assert set(reading.fields) <= names, (name, reading)
+
+
+def test_a_skipped_step_of_every_schedule_action_has_a_kind() -> None:
+    from harness.schedules.model import ACTIONS
+
+    assert set(SCHEDULE_ACTIONS) == set(ACTIONS)
+    assert {f"fault.{action}" for action in ACTIONS} <= set(KINDS)
+
+
+def test_every_kind_the_harness_records_by_name_is_in_the_vocabulary() -> None:
+    # `history.add("kind", ...)` anywhere in the harness: the vocabulary's kinds, or an
+    # adapter's own namespace (restate.*, network.*), never a closed namespace's unknown kind.
+    added = re.compile(r"""\.add\(\s*["']([a-z_]+\.[a-z_.-]+|[a-z_]+)["']""")
+    for path in sorted((ROOT / "harness").rglob("*.py")):
+        for kind in added.findall(path.read_text(encoding="utf-8")):
+            assert unknown_kind(kind) is None, (path, kind)
+
+
+def test_the_observation_table_is_a_view_of_the_vocabulary() -> None:
+    from contract.ports import EVENTS
+
+    assert {k.name: k.promised for k in KINDS.values() if k.source == "runtime"} == EVENTS
+    assert KINDS["tool.result"].value_set("outcome") == (
+        "answered", "denied", "expired", "ended_by_message", "background", "rejected_access",
+        "held", "completed", "cancelled")
+    assert KINDS["turn.ended"].value_set("reason") == ("completed", "steered", "cancelled",
+                                                       "held")
+
+
+# ------------------------------------------------------------------ appending a bad record
+
+
+def test_an_unknown_kind_fails_at_once_naming_the_nearest_kind() -> None:
+    history = History()
+    with pytest.raises(RecordError, match=r"unknown record kind 'tool.reslt': did you mean "
+                                          r"'tool\.result'\?"):
+        history.add("tool.reslt", session="s1", turn="t1", tool_call="c1",
+                    data={"outcome": "answered"})
+    with pytest.raises(RecordError, match="unknown record kind 'sendd'"):
+        history.add("sendd")
+    assert len(history) == 0  # nothing half-appended
+
+
+def test_a_missing_required_field_fails_at_once_naming_it() -> None:
+    history = History()
+    with pytest.raises(RecordError, match=r"record 'tool.result' lacks required field "
+                                          r"'outcome' \(how a tool call"):
+        history.add("tool.result", session="s1", turn="t1", tool_call="c1")
+    with pytest.raises(RecordError, match="lacks required field 'deployment'"):
+        history.add("invocation.started", invocation="inv1", deployment=None)
+    assert len(history) == 0
+
+
+def test_a_field_may_sit_in_its_slot_or_in_data_and_own_namespaces_pass() -> None:
+    history = History()
+    history.add("tool.result", session="s1", turn="t1", tool_call="c1",
+                data={"outcome": "answered"})
+    history.add("tool.result", data={"session": "s1", "turn": "t1", "tool_call": "c2",
+                                     "outcome": "denied"})
+    history.add("myengine.started", data={"anything": 1})  # an adapter's own diagnostics
+    assert [r.kind for r in history] == ["tool.result", "tool.result", "myengine.started"]
