@@ -110,6 +110,28 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "error": "what went wrong, in words",
     "at": "a time in scenario seconds",
     "id": "the awakeable's id",
+    "since": "when the wait began (scenario seconds)",
+    "mode": "how the tool waits (in-call, or handed off)",
+    "run": "the runtime's own run counter of the tool call",
+    "waited": "seconds the in-call wait lasted before the hand-off",
+    "phase": "whether the call was backgrounded before or after its hand-off",
+    "placeholder": "the placeholder result the turn continued with",
+    "background": "true when the tool call ran in the background",
+    "in_catalog": "whether the tool was still in the catalog at the re-run",
+    "entry_kind": "the thread log entry's kind",
+    "kind": "an entry's kind (thread log), or a network fault's kind",
+    "detail": "the error's words",
+    "on": "what a suspended invocation waits on",
+    "caller": "the invocation that made the call",
+    "superseded_at": "when the deployment was superseded (scenario seconds)",
+    "after": "seconds after which something happened",
+    "by": "the deployment that superseded this one",
+    "attempt": "the attempt's number (1, 2, ...)",
+    "index": "a journal entry's position",
+    "name": "a journal entry's name",
+    "child": "the invocation a send created",
+    "delay": "a send's delay (scenario seconds)",
+    "link": "the network link a fault is on",
 })
 
 # The schedule's actions (`harness.schedules.model.ACTIONS`); a step the runtime cannot take is
@@ -239,7 +261,7 @@ _KINDS: Final = (
          ("invocation",), ("deployment", "host")),
     Kind("invocation.paused", "engine", "the engine paused the invocation (needs an operator)",
          ("invocation",), ("deployment", "host", "reason")),
-    Kind("invocation.completed", "engine", "an invocation completed (type ok or fail)",
+    Kind("invocation.completed", "engine", "an invocation completed, however it ended",
          ("invocation",), ("deployment", "host", "target", "outcome", "error"),
          types=("ok", "fail", "event")),
     Kind("attempt.started", "engine", "an attempt of an invocation started on a host",
@@ -362,8 +384,8 @@ def unknown_kind(kind: str) -> str | None:
     if guesses:
         hint = f"did you mean {guesses[0]!r}? "
         if guesses[1:]:
-            hint += f"(also close: {', '.join(map(repr, guesses[1:]))}) "
-    return (f"unknown record kind {kind!r}: {hint}the kinds are listed in docs/events.md "
+            hint += f"Also close: {', '.join(map(repr, guesses[1:]))}. "
+    return (f"unknown record kind {kind!r}: {hint}The kinds are listed in docs/events.md "
             "(contract.records.KINDS); an adapter's own records go under a namespace of its "
             "own, e.g. 'myengine.started'")
 

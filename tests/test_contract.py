@@ -217,3 +217,100 @@ def test_a_field_may_sit_in_its_slot_or_in_data_and_own_namespaces_pass() -> Non
                                      "outcome": "denied"})
     history.add("myengine.started", data={"anything": 1})  # an adapter's own diagnostics
     assert [r.kind for r in history] == ["tool.result", "tool.result", "myengine.started"]
+
+
+# ------------------------------------------------------------ an outside adapter's misspelling
+
+# Written the way a user writes an adapter for their own engine (outside this package, public
+# API only): it records its engine's invocation starts by hand, and misspells the kind.
+TYPO_ADAPTER = '''
+from dataclasses import dataclass
+
+from harness.adapters.base import RunContext
+from harness.adapters.sim import SimRuntime
+from harness.checkers.base import CheckConfig
+from reference_impl.app import build_app
+
+
+class TypoRuntime(SimRuntime):
+    def send_message(self, session, message):
+        super().send_message(session, message)
+        self.history.add("invocation.startd", invocation=f"mine-{session}",
+                         deployment="dep1")
+
+
+@dataclass(frozen=True)
+class TypoAdapter:
+    name: str = "typo"
+    description: str = "my engine, recording one kind misspelt"
+    engine: str = "sim"
+
+    def check_config(self):
+        return CheckConfig()
+
+    def open(self, ctx: RunContext):
+        return TypoRuntime(ctx, build_app)
+
+
+ADAPTER = TypoAdapter()
+'''
+
+
+def test_conformance_reports_an_outside_adapters_misspelt_kind_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import AdapterContractError, check_adapter, load_adapter
+
+    (tmp_path / "typo_adapter.py").write_text(TYPO_ADAPTER, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(AdapterContractError) as failure:
+        check_adapter(load_adapter("typo_adapter:ADAPTER"))
+    text = str(failure.value)
+    # At the first message, the call that appended it, naming the nearest kind.
+    assert text.startswith("adapter 'typo': message and answer: send_message('contract-s1', "
+                           "...) appended a record the vocabulary refuses: unknown record kind "
+                           "'invocation.startd': did you mean 'invocation.started'?"), text
+    sys.modules.pop("typo_adapter", None)
+
+
+def test_a_run_of_an_adapter_appending_a_bad_record_is_unknown_with_the_reason(
+        tmp_path: Path) -> None:
+    (tmp_path / "typo_adapter.py").write_text(TYPO_ADAPTER, encoding="utf-8")
+    scenario = ROOT / "scenarios" / "01-answered-in-2-minutes.toml"
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "durable-chaos"), "run", "--adapter",
+         "typo_adapter:ADAPTER", "--scenarios", str(scenario), "--schedules", "0", "--quiet",
+         "--workers", "1", "--report-dir", str(tmp_path / "reports")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode == 3, out  # could not judge
+    assert ("RecordError: unknown record kind 'invocation.startd': did you mean "
+            "'invocation.started'?") in out, out
+
+
+# ------------------------------------------------------------------ docs/events.md
+
+
+def test_docs_events_md_is_generated_from_the_contract_and_not_stale() -> None:
+    from contract.docs import COMMAND, render
+
+    committed = (ROOT / "docs" / "events.md").read_text(encoding="utf-8")
+    assert committed == render(), f"docs/events.md is stale: run `{COMMAND}`"
+    assert COMMAND in committed.splitlines()[2]  # the command is said at the top
+    # What the module writes to stdout is the page.
+    done = subprocess.run([sys.executable, "-m", "contract.docs"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout == committed
+
+
+def test_every_kind_a_checker_reads_is_in_docs_events_md_and_the_docs_link_it() -> None:
+    page = (ROOT / "docs" / "events.md").read_text(encoding="utf-8")
+    for name, readings in JUDGED_ON.items():
+        assert f"### `{name}`" in page
+        for reading in readings:
+            assert f"| `{reading.kind}` |" in page, reading.kind
+    for doc in ("README.md", "docs/observers.md"):
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        assert "events.md" in text, doc
+    # docs/ stands alone: no page points outside the repository's own files.
+    for page_path in sorted((ROOT / "docs").glob("*.md")):
+        assert "DESIGN.md" not in page_path.read_text(encoding="utf-8"), page_path
