@@ -67,8 +67,8 @@ def render() -> str:
         "same name: the checkers read both.",
         "",
         "```python",
-        "history.add(\"tool.result\", session=\"s1\", turn=\"s1.turn1\", tool_call=\"s1.turn1.t1\",",
-        "            data={\"event_id\": \"s1.turn1.t1.result\", \"outcome\": \"answered\"})",
+        'history.add("tool.result", session="s1", turn="s1.turn1", tool_call="s1.turn1.t1",',
+        '            data={"event_id": "s1.turn1.t1.result", "outcome": "answered"})',
         "```",
         "",
         "`History.add` checks each record as it is appended: a kind that is not on this page "
