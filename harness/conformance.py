@@ -49,6 +49,7 @@ from harness.adapters.base import (
 from harness.checkers.base import CheckConfig
 from harness.errors import AdapterContractError, RecordError
 from harness.history import TYPES, History, Record
+from harness.scaling import real_seconds
 
 __all__ = ["NAMESPACES", "VOCABULARY", "check_adapter"]
 
@@ -119,7 +120,7 @@ class _Contract:
 
         self.face()
         adapter = self.adapter
-        self.history = History(wall=None if adapter.engine == "sim" else time.time)
+        self.history = History(wall=None if adapter.engine == "sim" else real_seconds())
         ctx = RunContext(seed=0, history=self.history, config=runtime_config(adapter),
                          hosts=2)
         runtime = self.call("open", "open(ctx)", lambda: adapter.open(ctx))

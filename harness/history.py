@@ -18,6 +18,7 @@ from typing import Any, Final, Literal
 
 from contract import records as _vocabulary
 from harness.errors import RecordError
+from harness.scaling import fmt_real
 
 RecordType = Literal["invoke", "ok", "fail", "info", "event"]
 TYPES: Final = ("invoke", "ok", "fail", "info", "event")
@@ -85,8 +86,11 @@ class Record:
         )
 
     def describe(self) -> str:
-        """One line a person can read in a witness: `#12 t=300.0s invocation.suspended ...`."""
+        """One line a person can read in a witness: `#12 t=300.0s invocation.suspended ...`;
+        on a real engine with the real seconds since the run began: `#12 t=5.0m (real 3.21s)`."""
         parts = [f"#{self.index}", f"t={_fmt_time(self.time)}", self.kind]
+        if self.wall is not None:  # a real engine ran: its real second beside scenario time
+            parts.insert(2, f"({fmt_real(self.wall)})")
         if self.type != "event":
             parts.append(f"[{self.type}]")
         for name in ("session", "turn", "tool_call", "invocation", "deployment", "host"):

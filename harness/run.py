@@ -29,6 +29,7 @@ from harness.clock import wall_clock_follows
 from harness.errors import AdapterUnavailable, RunTimeout
 from harness.history import History, fmt_duration
 from harness.outcome import RunOutcome
+from harness.scaling import real_seconds
 from harness.schedules.model import Schedule, Step
 from harness.sim import Simulator
 from harness.watchdog import Watchdog
@@ -85,7 +86,7 @@ def horizon_of(schedule: Schedule, config: CheckConfig) -> float:
 
 def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> RunOutcome:
     """Run one schedule; see the module docstring for the lifecycle."""
-    history = History(wall=None if adapter.engine == "sim" else _REAL["time"])
+    history = History(wall=None if adapter.engine == "sim" else real_seconds())
     started = wall()
     skipped: list[str] = []
     notes: list[str] = []

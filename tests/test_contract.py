@@ -314,3 +314,88 @@ def test_every_kind_a_checker_reads_is_in_docs_events_md_and_the_docs_link_it() 
     # docs/ stands alone: no page points outside the repository's own files.
     for page_path in sorted((ROOT / "docs").glob("*.md")):
         assert "DESIGN.md" not in page_path.read_text(encoding="utf-8"), page_path
+
+
+# ------------------------------------------------------------------ time scaling
+
+
+def test_a_time_scale_converts_both_ways_and_refuses_a_bad_factor() -> None:
+    from harness.errors import ConfigError
+    from harness.scaling import TimeScale
+
+    scale = TimeScale(10.0)
+    assert scale.real(60.0) == 6.0 and scale.scenario(6.0) == 60.0
+    assert scale.scenario(scale.real(8 * 86400.0)) == 8 * 86400.0
+    for bad in (0, -1.0, float("inf"), float("nan"), "10", True):
+        with pytest.raises(ConfigError, match=r"Expected a finite number > 0 of scenario "
+                                              r"seconds per real second but got "
+                                              r"per_real_second="):
+            TimeScale(bad)  # type: ignore[arg-type]
+
+
+def test_a_scaled_clock_reads_scenario_time_and_sleeps_until_it_ticking() -> None:
+    from harness.scaling import ScaledClock, TimeScale
+
+    real = [100.0]  # an injected monotonic clock: tests never wait on the real one
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        real[0] += seconds
+
+    ticks: list[float] = []
+    clock = ScaledClock(TimeScale(10.0), monotonic=lambda: real[0], sleep=sleep)
+    real[0] += 5.0  # start-up is not scenario time
+    clock.start()
+    assert clock.now() == 0.0
+    clock.sleep_until(3.0, tick=lambda: ticks.append(clock.now()))
+    assert clock.now() == pytest.approx(3.0) and clock.real_elapsed() == pytest.approx(0.3)
+    # Never more than `step` real seconds between two ticks.
+    assert max(slept) <= 0.05 and len(ticks) == len(slept) >= 6
+    clock.sleep_until(1.0)  # already past: returns at once
+    assert clock.now() == pytest.approx(3.0)
+
+
+def test_importing_the_scaling_module_loads_no_engine_and_no_extra() -> None:
+    program = ("import sys, harness.scaling\n"
+               "heavy = ('httpx', 'psycopg', 'temporalio', 'dbos', 'restate', 'toxiproxy',\n"
+               "         'hypercorn', 'ray', 'docker', 'reference_impl', 'harness.adapters')\n"
+               "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy\n"
+               "             or m.startswith('harness.adapters')))\n")
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_witness_of_a_run_on_a_real_engine_gives_real_seconds_beside_scenario_time(
+        tmp_path: Path) -> None:
+    from harness import RunOptions, load_scenario, run_schedule
+    from harness.adapters.base import RunContext
+    from harness.adapters.sim import SimRuntime
+    from harness.checkers.base import CheckConfig
+    from harness.history import History
+    from reference_impl.naive import build_naive_app
+
+    class RealNaive:  # an adapter whose engine is real (here driven over the simulator)
+        name, description, engine = "real-naive", "the naive design, engine real", "real"
+
+        def check_config(self) -> CheckConfig:
+            return CheckConfig()
+
+        def open(self, ctx: RunContext) -> SimRuntime:
+            return SimRuntime(ctx, build_naive_app)
+
+    schedule = load_scenario(ROOT / "scenarios" / "02-answered-after-3-days-across-redeploys.toml")
+    outcome = run_schedule(RealNaive(), schedule, RunOptions(report_dir=tmp_path))
+    [pinning] = [r for r in outcome.results if r.checker == "pinning-bound"]
+    assert pinning.valid is False and outcome.history_path is not None
+    # The records a witness cites (listed under it in the report and junit) carry both times.
+    history = History.load(outcome.history_path)
+    cited = [history[i].describe() for v in pinning.violations for i in v.records]
+    assert cited and all(re.match(r"#\d+ t=[\d.]+[smhd] \(real [\d.]+s\) ", line)
+                         for line in cited), cited
+    assert all(0.0 <= r.wall < 600 for r in history if r.wall is not None)  # since the start
+    # On the simulator a record has scenario time only: histories stay byte-equal.
+    assert "(real" not in History().add("run.end", time=5.0).describe()
+    real = History(wall=lambda: 1.25)
+    assert real.add("run.end", time=300.0).describe() == "#0 t=5.0m (real 1.25s) run.end"
