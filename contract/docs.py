@@ -37,7 +37,7 @@ def _code(names: tuple[str, ...] | list[str]) -> str:
 def _values(kind: Kind) -> str:
     parts = [f"`{name}`: " + _BAR.join(f"`{v}`" for v in values) for name, values in kind.values]
     if parts and kind.open_values:
-        parts[-1] += " (or the engine's own word)"
+        parts[-1] += " (open: others allowed)"
     return "; ".join(parts) or "-"
 
 
@@ -80,7 +80,9 @@ def render() -> str:
         "history and the report, and no checker reads them.",
         "",
         "*Required* fields are checked on every append. *Expected* fields are ones the "
-        "conformance suite also asks of an adapter (the checkers do without them). The "
+        "conformance suite also asks of an adapter (the checkers do without them), and it "
+        "checks each value of a closed value set (a misspelt `answerd` is named with the "
+        "value it is closest to). The "
         "runtime's observations carry an `event_id` too: they are emitted from inside "
         "journaled steps, so a retried step repeats them, and consumers skip a repeated "
         "(`kind`, `event_id`).",

@@ -37,6 +37,7 @@ __all__ = [
     "SOURCES",
     "Kind",
     "Reading",
+    "bad_value",
     "marks",
     "missing_field",
     "nearest",
@@ -160,8 +161,8 @@ class Kind:
     meaning: str
     required: tuple[str, ...] = ()
     optional: tuple[str, ...] = ()
-    # Field -> the values it takes (documented; an engine observer may add its engine's own
-    # word where `open_values` says so).
+    # Field -> the values it takes. Closed sets are checked by the conformance suite; where
+    # `open_values` says so, a runtime or engine may use words of its own too.
     values: tuple[tuple[str, tuple[str, ...]], ...] = ()
     types: tuple[str, ...] = ("event",)
     open_values: bool = False
@@ -237,7 +238,7 @@ _KINDS: Final = (
          "transaction)", ("session", "epoch", "reason"),
          ("owner", "entry", "detail", "stale", *_OBS),
          (("reason", ("StaleEpoch", "TransactionAborted", "LockTimeout")),),
-         mark="append rejected"),
+         open_values=True, mark="append rejected"),
     # -- the engine (the simulator, or an observer of a real engine)
     Kind("deployment.registered", "engine", "a deployment (version of the code) is registered",
          ("deployment",), ("version", "hosts")),
@@ -298,13 +299,14 @@ _KINDS: Final = (
     # -- the world
     Kind("effect.attempted", "world", "the world was asked for an effect",
          (), ("effect", "logical", "key", "session", "turn", "tool_call"),
-         (("effect", EFFECTS),)),
+         (("effect", EFFECTS),), open_values=True),
     Kind("effect.delivered", "world", "the world delivered an effect (first time for its key; "
          "every time without a key); without `logical` only duplicates under one key are found",
-         (), ("effect", "logical", "key", "session", "turn", "tool_call"), (("effect", EFFECTS),)),
+         (), ("effect", "logical", "key", "session", "turn", "tool_call"), (("effect", EFFECTS),),
+         open_values=True),
     Kind("effect.deduplicated", "world", "a retry under a delivered key: nothing delivered",
          (), ("effect", "logical", "key", "session", "turn", "tool_call"),
-         (("effect", EFFECTS),)),
+         (("effect", EFFECTS),), open_values=True),
     Kind("provider.fault", "world", "the model provider failed a call on purpose",
          ("fault",), ("session", "turn", "key"), (("fault", PROVIDER_FAULTS),)),
     Kind("identity.revoked", "world", "a user lost access to a tool ('*': every tool)",
@@ -401,6 +403,30 @@ def missing_field(kind: str, fields: Mapping[str, object],
             spec = KINDS[kind]
             return (f"record {kind!r} lacks required field {name!r} ({FIELDS.get(name, name)}); "
                     f"it needs {', '.join(spec.required)} (docs/events.md)")
+    return None
+
+
+def bad_value(kind: str, fields: Mapping[str, object],
+              data: Mapping[str, object] | None) -> str | None:
+    """Why a `kind` record carries a value outside its field's value set, or None.
+
+    Only closed value sets are judged (`Kind.open_values` is False): a misspelt outcome
+    ('answerd') would make every checker that compares it misjudge the record. A field left
+    out (None) is no value.
+    """
+    spec = KINDS.get(kind)
+    if spec is None or spec.open_values:
+        return None
+    for name, values in spec.values:
+        value = fields.get(name)
+        if value is None and data is not None:
+            value = data.get(name)
+        if value is None or value in values:
+            continue
+        close = difflib.get_close_matches(str(value), values, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return (f"record {kind!r} has {name}={value!r}{hint}, which is not one of "
+                f"{', '.join(values)} (docs/events.md)")
     return None
 
 

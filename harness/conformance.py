@@ -315,8 +315,10 @@ class _Contract:
                 self.fail("history", f"record {here} has type {record.type!r}",
                           f"use one of {list(TYPES)}")
             # History.add already refuses these; a record that bypassed it is judged the same.
-            problem = vocabulary.unknown_kind(record.kind) or vocabulary.missing_field(
-                record.kind, {n: getattr(record, n) for n in _RECORD_FIELDS}, record.data)
+            named = {n: getattr(record, n) for n in _RECORD_FIELDS}
+            problem = (vocabulary.unknown_kind(record.kind)
+                       or vocabulary.missing_field(record.kind, named, record.data)
+                       or vocabulary.bad_value(record.kind, named, record.data))
             if problem is not None:
                 self.fail("history", f"record {here}: {problem}",
                           "record the kinds and fields of docs/events.md")

@@ -16,6 +16,7 @@ from contract.records import (
     KINDS,
     RECORD_FIELDS,
     SCHEDULE_ACTIONS,
+    bad_value,
     unknown_kind,
 )
 from harness.errors import RecordError
@@ -270,6 +271,56 @@ def test_conformance_reports_an_outside_adapters_misspelt_kind_at_once(
                            "...) appended a record the vocabulary refuses: unknown record kind "
                            "'invocation.startd': did you mean 'invocation.started'?"), text
     sys.modules.pop("typo_adapter", None)
+
+
+MISSPELT_OUTCOME = '''
+from dataclasses import dataclass
+
+from harness.adapters.base import RunContext
+from harness.adapters.sim import SimRuntime
+from harness.checkers.base import CheckConfig
+from reference_impl.app import build_app
+
+
+class MyRuntime(SimRuntime):
+    def finish(self):
+        super().finish()
+        # What my engine says about the last card, written by hand, with a typo in the value.
+        self.history.add("tool.result", session="mine", turn="mine.1", tool_call="mine.1.t1",
+                         data={"event_id": "mine.1.t1.result", "outcome": "answerd"})
+
+
+@dataclass(frozen=True)
+class MyAdapter:
+    name: str = "mine"
+    description: str = "my engine"
+    engine: str = "sim"
+
+    def check_config(self):
+        return CheckConfig()
+
+    def open(self, ctx: RunContext):
+        return MyRuntime(ctx, build_app)
+
+
+ADAPTER = MyAdapter()
+'''
+
+
+def test_conformance_names_a_value_outside_a_closed_value_set(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import AdapterContractError, check_adapter, load_adapter
+
+    (tmp_path / "misspelt_outcome.py").write_text(MISSPELT_OUTCOME, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(AdapterContractError, match=r"adapter 'mine': history: record #\d+ .*"
+                       r"tool.result .*: record 'tool.result' has outcome='answerd' \(did you "
+                       r"mean 'answered'\?\), which is not one of answered, denied"):
+        check_adapter(load_adapter("misspelt_outcome:ADAPTER"))
+    sys.modules.pop("misspelt_outcome", None)
+    # An open value set takes words of the engine's own.
+    assert bad_value("turn.ended", {}, {"reason": "terminated"}) is None
+    assert bad_value("tool.rerun", {}, {"access": "granted"}) is None
 
 
 def test_a_run_of_an_adapter_appending_a_bad_record_is_unknown_with_the_reason(
