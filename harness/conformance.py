@@ -298,7 +298,7 @@ class _Contract:
             if not reached:
                 self.fail("arm", f"{_POINT} was armed but no faultpoint.reached record for "
                           "it followed a turn that called the model", "stop at armed points "
-                          "(reference_impl.faultpoints hook) and record faultpoint.reached")
+                          "(contract.faultpoints hook) and record faultpoint.reached")
             if "action" in reached[0].data and reached[0].get("action") != "pause":
                 self.fail("arm", f"{_POINT} was armed to pause but was reached with action "
                           f"{reached[0].get('action')!r}", "apply the armed action at the "

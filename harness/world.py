@@ -3,7 +3,7 @@
 A fake model provider (whose faults include "500 after the completion was produced and
 billed", 429 and timeouts), an email outbox and a charge ledger that record every delivery
 with its key, identity and the tool catalog, and the approval UI where the person answers.
-The runtime only gets endpoints (`reference_impl.ports.Ports`). Everything the world sees goes
+The runtime only gets endpoints (`contract.ports.Ports`). Everything the world sees goes
 into the history, so checkers judge what reached the world, not what the runtime believes.
 
 This module holds the in-process world for the simulator: its awaits take virtual time

@@ -173,7 +173,7 @@ async def run_effect(
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One observation (a kind of `ports.EVENTS`), emitted inside a journaled step."""
+    """One observation (a kind of `contract.records`), emitted inside a journaled step."""
 
     kind: str
     event_id: str

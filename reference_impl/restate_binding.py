@@ -1,7 +1,7 @@
 """The binding's `Context` on restate-sdk, and an `App` as restate services.
 
 `RestateContext` wraps the SDK's `Context`/`ObjectContext` so handler code written against
-`reference_impl.binding.Context` runs unchanged on a real Restate server:
+`contract.binding.Context` runs unchanged on a real Restate server:
 
 - `run` -> `ctx.run_typed` with an async action (a sync action's result is awaited if needed);
 - calls and sends -> `ctx.generic_call` / `ctx.generic_send` with JSON bodies;

@@ -725,7 +725,7 @@ def _seconds(delta: timedelta | float) -> float:
 
 
 class SimContext:
-    """The handler-facing context on the simulator (see reference_impl.binding.Context)."""
+    """The handler-facing context on the simulator (see contract.binding.Context)."""
 
     __slots__ = ("_att", "_sim")
 
