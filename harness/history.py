@@ -21,6 +21,7 @@ from harness.errors import RecordError
 from harness.scaling import fmt_real
 
 RecordType = Literal["invoke", "ok", "fail", "info", "event"]
+_EPOCH_WALL: Final = 1e8  # real seconds: more than three years of one run
 TYPES: Final = ("invoke", "ok", "fail", "info", "event")
 
 _OPTIONAL: Final = (
@@ -89,7 +90,9 @@ class Record:
         """One line a person can read in a witness: `#12 t=300.0s invocation.suspended ...`;
         on a real engine with the real seconds since the run began: `#12 t=5.0m (real 3.21s)`."""
         parts = [f"#{self.index}", f"t={_fmt_time(self.time)}", self.kind]
-        if self.wall is not None:  # a real engine ran: its real second beside scenario time
+        # A real engine ran: its real second beside scenario time. (Histories written before
+        # `wall` counted from the run's start hold epoch seconds: not a duration, not shown.)
+        if self.wall is not None and self.wall < _EPOCH_WALL:
             parts.insert(2, f"({fmt_real(self.wall)})")
         if self.type != "event":
             parts.append(f"[{self.type}]")
