@@ -23,9 +23,11 @@ The lifecycle of the check, written once:
    (`faultpoint.reached`); `ClockEffects` moves `now()` forward. After all of them a new
    message still runs a whole turn.
 6. `finish()` and `close()` succeed, and every record is well formed: a kind from the
-   vocabulary (or a namespace of the adapter's own), a known type, times that never
-   decrease, the fields an observation promises, a deployment on every invocation event
-   that pins or runs it.
+   vocabulary (`contract.records`, docs/events.md) or a namespace of the adapter's own, its
+   required fields (a deployment on every invocation event that pins or runs it), the values
+   of closed value sets, a known type, times that never decrease, the fields an observation
+   promises. `History.add` refuses an unknown kind or a missing field already when the
+   adapter appends it; the check then names the adapter call that did, and the nearest kind.
 """
 
 from __future__ import annotations
