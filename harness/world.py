@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from contract import records as vocabulary
 from contract.ports import (
     ApprovalUI,
     Config,
@@ -33,7 +34,8 @@ from contract.ports import (
 from contract.threadlog import ThreadLogStore
 from harness.history import History
 
-PROVIDER_FAULTS: Final = ("500_before", "500_after_billed", "429", "timeout")
+# The provider faults a schedule may inject: the vocabulary's value set of provider.fault.
+PROVIDER_FAULTS: Final = vocabulary.PROVIDER_FAULTS
 
 DEFAULT_TOOLS: Final[dict[str, ToolSpec]] = {
     "send_email": ToolSpec("send_email", needs_approval=True, effect="email"),
