@@ -59,7 +59,7 @@ chromium:
 tools: restate toxiproxy chromium
 
 lint: install
-	$(BIN)/ruff check harness reference_impl tests benchmarks examples
+	$(BIN)/ruff check contract harness reference_impl tests benchmarks examples
 
 typecheck: install
 	$(BIN)/mypy

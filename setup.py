@@ -20,7 +20,7 @@ for sub in sorted(p for p in SCENARIOS.iterdir() if p.is_dir() and not p.name.st
     library[f"harness.scenarios.{sub.name}"] = f"scenarios/{sub.name}"
 
 # Namespace discovery: harness.schedules has no __init__.py.
-code = find_namespace_packages(include=["harness*", "reference_impl*"],
+code = find_namespace_packages(include=["harness*", "reference_impl*", "contract*"],
                                exclude=["*__pycache__*", "harness.scenarios*"])
 
 setup(
@@ -29,6 +29,7 @@ setup(
     package_data={
         "harness": ["py.typed", "report/*.css", "report/*.js"],
         "reference_impl": ["py.typed"],
+        "contract": ["py.typed"],
         # Every file: the library is data, whatever its extension.
         **{name: ["*"] for name in library},
     },

@@ -23,9 +23,11 @@ The lifecycle of the check, written once:
    (`faultpoint.reached`); `ClockEffects` moves `now()` forward. After all of them a new
    message still runs a whole turn.
 6. `finish()` and `close()` succeed, and every record is well formed: a kind from the
-   vocabulary (or a namespace of the adapter's own), a known type, times that never
-   decrease, the fields an observation promises, a deployment on every invocation event
-   that pins or runs it.
+   vocabulary (`contract.records`, docs/events.md) or a namespace of the adapter's own, its
+   required fields (a deployment on every invocation event that pins or runs it), the values
+   of closed value sets, a known type, times that never decrease, the fields an observation
+   promises. `History.add` refuses an unknown kind or a missing field already when the
+   adapter appends it; the check then names the adapter call that did, and the nearest kind.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Final, NoReturn, TypeVar
 
+from contract import records as vocabulary
 from harness.adapters.base import (
     Adapter,
     ClockEffects,
@@ -46,49 +49,22 @@ from harness.adapters.base import (
     Runtime,
 )
 from harness.checkers.base import CheckConfig
-from harness.errors import AdapterContractError
+from harness.errors import AdapterContractError, RecordError
 from harness.history import TYPES, History, Record
-from reference_impl.ports import EVENTS
+from harness.scaling import real_seconds
 
 __all__ = ["NAMESPACES", "VOCABULARY", "check_adapter"]
 
 T = TypeVar("T")
 
-# What a history may hold: the simulator's (or a real engine's) events, the world's, the
-# runner's operations and faults, the final committed state, and the reference
-# implementation's observations (`reference_impl.ports.EVENTS`).
-ENGINE_EVENTS: Final = frozenset({
-    "deployment.registered", "deployment.superseded", "deployment.drained",
-    "host.paused", "host.resumed", "host.crashed", "host.restarted",
-    "invocation.created", "invocation.started", "invocation.suspended", "invocation.resumed",
-    "invocation.completed", "invocation.paused", "invocation.repinned",
-    "attempt.started", "attempt.abandoned", "attempt.fenced", "attempt.failed",
-    "journal.entry", "journal.mismatch", "awakeable.resolved", "awakeable.rejected",
-    "timer.fired", "send", "faultpoint.reached", "clock.latency",
-})
-WORLD_EVENTS: Final = frozenset({
-    "effect.attempted", "effect.deduplicated", "effect.delivered", "provider.fault",
-    "identity.revoked", "identity.granted",
-})
-RUNNER_EVENTS: Final = frozenset({
-    "op.message", "op.answer", "op.background", "op.cancel",
-    "fault.redeploy", "fault.deploy", "fault.gc-pause", "fault.crash", "fault.arm",
-    "fault.clock-jump", "fault.provider", "fault.heal", "run.end", "run.error",
-    "step.skipped",
-})
-FINAL_STATE: Final = frozenset({"threadlog.committed", "threadlog.owner"})
-VOCABULARY: Final[frozenset[str]] = (
-    ENGINE_EVENTS | WORLD_EVENTS | RUNNER_EVENTS | FINAL_STATE | frozenset(EVENTS)
-)
+# What a history may hold, and what each record must carry: the one vocabulary,
+# `contract.records` (docs/events.md). Kept under these names for code that imported them.
+VOCABULARY: Final[frozenset[str]] = frozenset(vocabulary.KINDS)
 # The vocabulary's namespaces are closed: 'turn.begun' is a typo that every checker would
 # silently miss. An adapter records its own diagnostics under a namespace of its own
 # ('restate.started'); checkers never read those.
-NAMESPACES: Final[frozenset[str]] = frozenset(kind.split(".")[0] for kind in VOCABULARY)
-
-# Invocation events that pin an invocation to a deployment, or run it on one: the pinning
-# checker and the timeline read the deployment from these.
-DEPLOYED: Final = frozenset({"invocation.started", "invocation.repinned", "attempt.started"})
-_RECORD_FIELDS: Final = frozenset({"session", "turn", "tool_call", "epoch", "key"})
+NAMESPACES: Final[frozenset[str]] = vocabulary.NAMESPACES
+_RECORD_FIELDS: Final = frozenset(vocabulary.RECORD_FIELDS)
 _SELECTORS: Final = ("any", "owner", "latest/1")
 _POINT: Final = "effect.model.after_call"  # every turn calls the model
 _USER: Final = "alice"
@@ -129,6 +105,11 @@ class _Contract:
             return action()
         except AdapterContractError:
             raise
+        except RecordError as exc:
+            # Raised by History.add at the adapter's own line: the kind or field it got wrong,
+            # with the nearest valid kind, before any checker could pass vacuously.
+            self.fail(stage, f"{what} appended a record the vocabulary refuses: {exc}",
+                      "record the kinds and fields of docs/events.md")
         except Exception as exc:
             self.fail(stage, f"{what} raised {type(exc).__name__}: {exc}",
                       "the harness calls it exactly like this during a chaos run")
@@ -141,7 +122,7 @@ class _Contract:
 
         self.face()
         adapter = self.adapter
-        self.history = History(wall=None if adapter.engine == "sim" else time.time)
+        self.history = History(wall=None if adapter.engine == "sim" else real_seconds())
         ctx = RunContext(seed=0, history=self.history, config=runtime_config(adapter),
                          hosts=2)
         runtime = self.call("open", "open(ctx)", lambda: adapter.open(ctx))
@@ -224,7 +205,7 @@ class _Contract:
             if not self.after(mark, "turn.started", session=session):
                 self.fail(stage, f"a message to session {session} recorded no turn.started "
                           f"within {self.patience(limit)}", "emit the observations of "
-                          "reference_impl.ports.EVENTS through the world's observer")
+                          "docs/events.md through the world's observer")
             self.fail(stage, "a message whose model calls send_email (needs approval) showed "
                       f"no approval card within {self.patience(limit)}", "show cards through "
                       "the world's ApprovalUI port (ports.ui), which runtime.world.cards reads")
@@ -324,7 +305,7 @@ class _Contract:
             if not reached:
                 self.fail("arm", f"{_POINT} was armed but no faultpoint.reached record for "
                           "it followed a turn that called the model", "stop at armed points "
-                          "(reference_impl.faultpoints hook) and record faultpoint.reached")
+                          "(contract.faultpoints hook) and record faultpoint.reached")
             if "action" in reached[0].data and reached[0].get("action") != "pause":
                 self.fail("arm", f"{_POINT} was armed to pause but was reached with action "
                           f"{reached[0].get('action')!r}", "apply the armed action at the "
@@ -340,32 +321,33 @@ class _Contract:
             if record.type not in TYPES:
                 self.fail("history", f"record {here} has type {record.type!r}",
                           f"use one of {list(TYPES)}")
-            if record.kind not in VOCABULARY and not _own_kind(record.kind):
-                self.fail("history", f"record {here} has kind {record.kind!r}, which is not "
-                          "in the vocabulary", "use the kinds of harness.conformance."
-                          "VOCABULARY; the adapter's own go under a namespace of its own, "
-                          "such as 'myengine.started'")
+            # History.add already refuses these; a record that bypassed it is judged the same.
+            named = {n: getattr(record, n) for n in _RECORD_FIELDS}
+            problem = (vocabulary.unknown_kind(record.kind)
+                       or vocabulary.missing_field(record.kind, named, record.data)
+                       or vocabulary.bad_value(record.kind, named, record.data))
+            if problem is not None:
+                self.fail("history", f"record {here}: {problem}",
+                          "record the kinds and fields of docs/events.md")
             if previous is not None and record.time < previous.time - 1e-9:
                 self.fail("history", f"time goes backwards from {previous.describe()} to "
                           f"{here}", "stamp records with the runtime's clock, which never "
                           "goes backwards")
-            if record.kind in DEPLOYED and not record.deployment:
-                self.fail("history", f"invocation event {here} carries no deployment",
-                          "stamp every invocation event with the deployment it runs on")
-            if record.kind in EVENTS:
-                self.observation(record)
+            kind = vocabulary.KINDS.get(record.kind)
+            if kind is not None and kind.source == "runtime":
+                self.observation(record, kind)
             previous = record
 
-    def observation(self, record: Record) -> None:
-        missing = [name for name in EVENTS[record.kind]
+    def observation(self, record: Record, kind: vocabulary.Kind) -> None:
+        missing = [name for name in kind.promised
                    if (getattr(record, name) if name in _RECORD_FIELDS
                        else record.data.get(name)) is None]
         if "event_id" not in record.data:
             missing.append("event_id")
         if missing:
             self.fail("history", f"observation {record.describe()} lacks "
-                      f"{', '.join(missing)}", "emit the fields reference_impl.ports.EVENTS "
-                      "lists for its kind, with a deterministic event_id")
+                      f"{', '.join(missing)}", "emit the fields docs/events.md lists for "
+                      "its kind, with a deterministic event_id")
 
     # -- helpers
 
@@ -443,8 +425,3 @@ class _Contract:
         if self.adapter.engine == "sim":
             return f"{limit:g}s"
         return f"{limit:g}s of schedule time and {_REAL_PATIENCE:g}s of real time"
-
-
-def _own_kind(kind: str) -> bool:
-    namespace, dot, rest = kind.partition(".")
-    return bool(dot and rest) and namespace not in NAMESPACES

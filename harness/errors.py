@@ -46,6 +46,13 @@ class AdapterContractError(DurableChaosError):
     """An adapter breaks the adapter contract (found before the chaos starts)."""
 
 
+class RecordError(DurableChaosError):
+    """A record outside the vocabulary (`contract.records`, docs/events.md) was appended to a
+    history: an unknown kind (the message names the nearest valid one) or a record without a
+    required field. Raised at once, where the record enters, so the adapter's line that wrote
+    it is in the traceback; a run it breaks ends "unknown" with this message."""
+
+
 class ComponentUnavailable(DurableChaosError):
     """A real component (PostgreSQL, restate-server, Toxiproxy, Chromium) is not installed
     here; the message names the make target or package that installs it."""

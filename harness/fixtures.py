@@ -28,7 +28,6 @@ reference. Seeds derive from the session seed and the test's node id.
 from __future__ import annotations
 
 import os
-import time
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -96,8 +95,9 @@ def chaos_seed(request: pytest.FixtureRequest) -> int:
 def chaos_history(chaos_adapter: Adapter) -> History:
     """The fresh history `chaos_runtime` records into."""
     from harness.history import History
+    from harness.scaling import real_seconds
 
-    return History(wall=None if chaos_adapter.engine == "sim" else time.time)
+    return History(wall=None if chaos_adapter.engine == "sim" else real_seconds())
 
 
 @pytest.fixture
@@ -290,7 +290,7 @@ def _config_of(adapter: Adapter) -> Any:
     config = getattr(adapter, "config", None)
     if config is not None:
         return config
-    from reference_impl.ports import Config
+    from contract.ports import Config
 
     return Config()
 

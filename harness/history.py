@@ -16,7 +16,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from contract import records as _vocabulary
+from harness.errors import RecordError
+from harness.scaling import fmt_real
+
 RecordType = Literal["invoke", "ok", "fail", "info", "event"]
+_EPOCH_WALL: Final = 1e8  # real seconds: more than three years of one run
 TYPES: Final = ("invoke", "ok", "fail", "info", "event")
 
 _OPTIONAL: Final = (
@@ -82,8 +87,13 @@ class Record:
         )
 
     def describe(self) -> str:
-        """One line a person can read in a witness: `#12 t=300.0s invocation.suspended ...`."""
+        """One line a person can read in a witness: `#12 t=300.0s invocation.suspended ...`;
+        on a real engine with the real seconds since the run began: `#12 t=5.0m (real 3.21s)`."""
         parts = [f"#{self.index}", f"t={_fmt_time(self.time)}", self.kind]
+        # A real engine ran: its real second beside scenario time. (Histories written before
+        # `wall` counted from the run's start hold epoch seconds: not a duration, not shown.)
+        if self.wall is not None and self.wall < _EPOCH_WALL:
+            parts.insert(2, f"({fmt_real(self.wall)})")
         if self.type != "event":
             parts.append(f"[{self.type}]")
         for name in ("session", "turn", "tool_call", "invocation", "deployment", "host"):
@@ -148,6 +158,36 @@ class _Built:
         self.data = data
 
 
+_REQUIRED: Final = dict(_vocabulary.REQUIRED)  # a plain dict: the fastest lookup
+# History.add's named fields, in order; a required name that is not one of them is looked up
+# in `data`. Per kind: (position in that order or -1, name), so that add checks without
+# building a dict of its fields.
+_NAMED: Final = ("process", "host", "deployment", "invocation", "session", "turn",
+                 "tool_call", "epoch", "key")
+_REQUIRED_AT: Final = {
+    kind: tuple((_NAMED.index(n) if n in _NAMED else -1, n) for n in names)
+    for kind, names in _REQUIRED.items()
+}
+
+
+def check_record(kind: str, fields: dict[str, Any], data: dict[str, Any] | None) -> None:
+    """Raise `RecordError` if a `kind` record with these fields may not enter a history.
+
+    The vocabulary is `contract.records`: a kind outside it (in its namespaces) or a required
+    field missing fails here, where an adapter appends the record, instead of passing every
+    checker vacuously. One dict lookup for a known kind, then one per required field.
+    """
+    required = _REQUIRED.get(kind)
+    if required is None:
+        problem = _vocabulary.unknown_kind(kind)
+        if problem is not None:
+            raise RecordError(problem)
+        return
+    for name in required:
+        if fields.get(name) is None and (data is None or data.get(name) is None):
+            raise RecordError(_vocabulary.missing_field(kind, fields, data) or name)
+
+
 class History:
     """The append-only record of one run."""
 
@@ -190,6 +230,18 @@ class History:
         # `Record(index, time, type, kind, wall=..., data=data or {}, **fields)`, built as a
         # `_Built` (see there). The fields are named parameters, not `**fields`: Python binds
         # them without building a dict, and an unknown one is a TypeError naming it.
+        # The vocabulary check (see check_record) is one dict lookup, then one per required
+        # field read from a tuple.
+        required = _REQUIRED_AT.get(kind)
+        if required != ():
+            values = (process, host, deployment, invocation, session, turn, tool_call, epoch,
+                      key)
+            if required is None:  # not in the vocabulary: fine only in an open namespace
+                check_record(kind, dict(zip(_NAMED, values, strict=True)), data)
+            else:
+                for at, name in required:
+                    if (values[at] if at >= 0 else (data or {}).get(name)) is None:
+                        check_record(kind, dict(zip(_NAMED, values, strict=True)), data)
         records = self._records
         # The real path records from the world server's threads too: clock reads, index and
         # append are one step, so indexes stay unique and times never go backwards (a clock

@@ -40,6 +40,7 @@ from harness.clock import wall_clock_follows
 from harness.errors import AdapterUnavailable, RunTimeout
 from harness.history import History, fmt_duration
 from harness.outcome import RunOutcome, SkippedStep
+from harness.scaling import real_seconds
 from harness.schedules.model import FAULT_ACTIONS, Schedule, Step
 from harness.sim import Simulator
 from harness.watchdog import Watchdog
@@ -99,7 +100,7 @@ def horizon_of(schedule: Schedule, config: CheckConfig) -> float:
 
 def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> RunOutcome:
     """Run one schedule; see the module docstring for the lifecycle."""
-    history = History(wall=None if adapter.engine == "sim" else _REAL["time"])
+    history = History(wall=None if adapter.engine == "sim" else real_seconds())
     started = wall()
     skipped: list[SkippedStep] = []
     notes: list[str] = []
@@ -228,7 +229,7 @@ def runtime_config(adapter: Adapter) -> Any:
     config = getattr(adapter, "config", None)
     if config is not None:
         return config
-    from reference_impl.ports import Config
+    from contract.ports import Config
 
     return Config()
 

@@ -3,7 +3,7 @@
 A fake model provider (whose faults include "500 after the completion was produced and
 billed", 429 and timeouts), an email outbox and a charge ledger that record every delivery
 with its key, identity and the tool catalog, and the approval UI where the person answers.
-The runtime only gets endpoints (`reference_impl.ports.Ports`). Everything the world sees goes
+The runtime only gets endpoints (`contract.ports.Ports`). Everything the world sees goes
 into the history, so checkers judge what reached the world, not what the runtime believes.
 
 This module holds the in-process world for the simulator: its awaits take virtual time
@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.history import History
-from reference_impl.ports import (
+from contract import records as vocabulary
+from contract.ports import (
     ApprovalUI,
     Config,
     Identity,
@@ -31,9 +31,11 @@ from reference_impl.ports import (
     ToolCatalog,
     ToolSpec,
 )
-from reference_impl.threadlog import ThreadLogStore
+from contract.threadlog import ThreadLogStore
+from harness.history import History
 
-PROVIDER_FAULTS: Final = ("500_before", "500_after_billed", "429", "timeout")
+# The provider faults a schedule may inject: the vocabulary's value set of provider.fault.
+PROVIDER_FAULTS: Final = vocabulary.PROVIDER_FAULTS
 
 DEFAULT_TOOLS: Final[dict[str, ToolSpec]] = {
     "send_email": ToolSpec("send_email", needs_approval=True, effect="email"),

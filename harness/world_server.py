@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, Literal
 
+from contract.ports import ProviderError
 from harness.history import History, RecordType
 from harness.world import World
-from reference_impl.ports import ProviderError
 
 __all__ = ["Timer", "TimerTable", "WorldServer"]
 

@@ -8,10 +8,10 @@ re-run after hand-off reports as the deployment it ran on).
 
 from __future__ import annotations
 
-from reference_impl.binding import App
+from contract.binding import App
+from contract.ports import Ports
 from reference_impl.controller import build_controller_service
 from reference_impl.pending import build_pending_service
-from reference_impl.ports import Ports
 from reference_impl.turn import build_turn_service
 
 __all__ = ["build_app"]

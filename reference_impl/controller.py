@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Final
 
-from reference_impl.binding import JSON, Context, Handler, HandlerRef, Service, TerminalError
+from contract.binding import JSON, Context, Handler, HandlerRef, Service, TerminalError
+from contract.ports import Ports
 from reference_impl.effects import (
     CONTROLLER,
     DO_TURN,
@@ -34,7 +35,6 @@ from reference_impl.effects import (
     Event,
     observe,
 )
-from reference_impl.ports import Ports
 
 __all__ = ["STATE_KEYS", "ControllerState", "WaitingTurn", "build_controller_service"]
 

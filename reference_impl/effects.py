@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from reference_impl import faultpoints
-from reference_impl.binding import JSON, Context, HandlerRef
-from reference_impl.ports import Ports
+from contract import faultpoints
+from contract.binding import JSON, Context, HandlerRef
+from contract.ports import Ports
 from reference_impl.threadlog import LogEntry, StaleEpoch, ThreadLog, TransactionAborted
 
 __all__ = [
@@ -173,7 +173,7 @@ async def run_effect(
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One observation (a kind of `ports.EVENTS`), emitted inside a journaled step."""
+    """One observation (a kind of `contract.records`), emitted inside a journaled step."""
 
     kind: str
     event_id: str

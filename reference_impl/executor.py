@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Final, Literal
 
-from reference_impl import faultpoints
-from reference_impl.binding import JSON, Context, TerminalError
+from contract import faultpoints
+from contract.binding import JSON, Context, TerminalError
+from contract.ports import Ports, ToolSpec
 from reference_impl.effects import (
     NOT_FINAL,
     PENDING_END_WAIT,
@@ -37,7 +38,6 @@ from reference_impl.effects import (
     run_effect,
     run_step,
 )
-from reference_impl.ports import Ports, ToolSpec
 from reference_impl.threadlog import LogEntry
 
 __all__ = [

@@ -10,10 +10,10 @@ message queues behind the card instead of ending the turn.
 
 from __future__ import annotations
 
-from reference_impl.binding import App
+from contract.binding import App
+from contract.ports import Ports
 from reference_impl.controller import build_controller_service
 from reference_impl.pending import build_pending_service
-from reference_impl.ports import Ports
 from reference_impl.turn import build_turn_service
 
 __all__ = ["build_naive_app"]

@@ -22,7 +22,8 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Final
 
-from reference_impl.binding import JSON, Context, Handler, Service, TerminalError
+from contract.binding import JSON, Context, Handler, Service, TerminalError
+from contract.ports import Ports
 from reference_impl.effects import (
     CONTROLLER_TOOL_FINISHED,
     PENDING,
@@ -40,7 +41,6 @@ from reference_impl.executor import (
     parse_answer,
     record_result,
 )
-from reference_impl.ports import Ports
 
 __all__ = ["PHASES", "WaitRow", "build_pending_service", "tool_finished"]
 

@@ -1,7 +1,7 @@
 """The binding's `Context` on restate-sdk, and an `App` as restate services.
 
 `RestateContext` wraps the SDK's `Context`/`ObjectContext` so handler code written against
-`reference_impl.binding.Context` runs unchanged on a real Restate server:
+`contract.binding.Context` runs unchanged on a real Restate server:
 
 - `run` -> `ctx.run_typed` with an async action (a sync action's result is awaited if needed);
 - calls and sends -> `ctx.generic_call` / `ctx.generic_send` with JSON bodies;
@@ -35,9 +35,9 @@ from typing import Any, TypeVar, cast
 import restate
 from restate.serde import JsonSerde
 
-from reference_impl import binding
-from reference_impl.binding import JSON, App, DurableFuture, HandlerRef
-from reference_impl.ports import TimerPort
+from contract import binding
+from contract.binding import JSON, App, DurableFuture, HandlerRef
+from contract.ports import TimerPort
 
 __all__ = ["HOST_ENV", "RestateContext", "asgi_app", "to_restate"]
 

@@ -19,9 +19,18 @@ import json
 import marshal
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from reference_impl import faultpoints
+from contract import faultpoints
+from contract.threadlog import (
+    Assignment,
+    LockTimeout,
+    LogEntry,
+    StaleEpoch,
+    ThreadLogError,
+    ThreadLogStore,
+    TransactionAborted,
+)
 
 __all__ = [
     "Assignment",
@@ -34,95 +43,6 @@ __all__ = [
     "ThreadLogStore",
     "TransactionAborted",
 ]
-
-
-@dataclass(frozen=True)
-class LogEntry:
-    """One committed entry of a thread's log; `seq` runs 1, 2, 3... without gaps."""
-
-    thread_id: str
-    seq: int
-    epoch: int
-    owner: str
-    kind: str
-    payload: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Assignment:
-    """The control row of a thread: who owns it, since which epoch."""
-
-    thread_id: str
-    owner: str
-    epoch: int
-
-
-class ThreadLogError(Exception):
-    """Base of every error of the thread log."""
-
-
-class StaleEpoch(ThreadLogError):
-    """An append carried an epoch (or owner) that is not the thread's current one.
-
-    The thread was reassigned after the writer took ownership: the writer must stop writing
-    and let the current owner continue from the committed log.
-    """
-
-    def __init__(
-        self,
-        thread_id: str,
-        epoch: int,
-        owner: str,
-        current_epoch: int | None,
-        current_owner: str | None,
-    ) -> None:
-        self.thread_id = thread_id
-        self.epoch = epoch
-        self.owner = owner
-        self.current_epoch = current_epoch
-        self.current_owner = current_owner
-        if current_epoch is None:
-            now = "the thread has never been assigned"
-        else:
-            now = f"the current epoch is {current_epoch}, owned by {current_owner!r}"
-        super().__init__(
-            f"stale append to thread {thread_id!r} by {owner!r} with epoch {epoch}: {now}"
-        )
-
-
-class LockTimeout(ThreadLogError):
-    """The control row is held by another transaction; retry later."""
-
-
-class TransactionAborted(ThreadLogError):
-    """The database ended the transaction (e.g. idle in transaction too long); nothing of it
-    was committed."""
-
-
-class ThreadLogStore(Protocol):
-    """Where thread logs and their control rows live."""
-
-    async def assign_thread(self, thread_id: str, owner: str) -> Assignment:
-        """Give the thread to `owner` at the next epoch (1 for a thread never assigned)."""
-        ...
-
-    async def append(
-        self, thread_id: str, epoch: int, owner: str, kind: str, payload: dict[str, Any]
-    ) -> LogEntry:
-        """Append one entry if (`owner`, `epoch`) is still the thread's control row.
-
-        Raises StaleEpoch if it is not, LockTimeout if another transaction holds the row, and
-        TransactionAborted if the database ended this transaction before its commit.
-        """
-        ...
-
-    async def read(self, thread_id: str) -> list[LogEntry]:
-        """The committed entries of the thread, by seq."""
-        ...
-
-    async def current(self, thread_id: str) -> Assignment | None:
-        """The thread's control row, or None if it was never assigned."""
-        ...
 
 
 @dataclass(eq=False)

@@ -18,7 +18,7 @@ from psycopg import errors, sql
 from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
-from reference_impl import faultpoints
+from contract import faultpoints
 from reference_impl.threadlog import (
     Assignment,
     LockTimeout,

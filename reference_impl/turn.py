@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from reference_impl import faultpoints
-from reference_impl.binding import JSON, Context, Handler, Service, TerminalError
+from contract import faultpoints
+from contract.binding import JSON, Context, Handler, Service, TerminalError
+from contract.ports import Ports
 from reference_impl.effects import (
     CONTROLLER_IS_CANCELLED,
     CONTROLLER_TURN_DONE,
@@ -38,7 +39,6 @@ from reference_impl.executor import (
     WaitBudget,
     record_result,
 )
-from reference_impl.ports import Ports
 from reference_impl.threadlog import LogEntry
 
 __all__ = ["build_turn_service", "transcript"]

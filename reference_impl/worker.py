@@ -39,11 +39,11 @@ from typing import Any
 
 import httpx
 
-from reference_impl import faultpoints
+from contract import faultpoints
+from contract.binding import App
+from contract.ports import Config, Ports, ProviderError, ToolSpec
 from reference_impl.app import build_app
-from reference_impl.binding import App
 from reference_impl.naive import build_naive_app
-from reference_impl.ports import Config, Ports, ProviderError, ToolSpec
 from reference_impl.restate_binding import HOST_ENV, asgi_app
 from reference_impl.threadlog import Assignment, LogEntry
 from reference_impl.threadlog_pg import CommitOutcomeUnknown, PostgresThreadLogStore

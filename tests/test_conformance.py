@@ -213,11 +213,13 @@ BREAKS = [
     (LyingDeploy, "deploy: new work after deploy('v2') started on 'dep2', not on the new "
      "deployment 'dep-elsewhere'"),
     (GhostDeploy, "deploy: deploy('v2') returned 'dep9' but recorded no deployment.registered"),
-    (TypoKind, "history: record #* has kind 'turn.begun', which is not in the vocabulary"),
+    (TypoKind, "message and answer: send_message('contract-s1', ...) appended a record the "
+     "vocabulary refuses: unknown record kind 'turn.begun': did you mean 'turn.ended'?"),
     (TimeTravel, "history: time goes backwards"),
-    (Undeployed, "history: invocation event #* invocation.started invocation=inv99 carries no "
-     "deployment"),
-    (HalfObservation, "history: observation #* turn.started session=s9 lacks turn, message"),
+    (Undeployed, "finish: finish() appended a record the vocabulary refuses: record "
+     "'invocation.started' lacks required field 'deployment'"),
+    (HalfObservation, "finish: finish() appended a record the vocabulary refuses: record "
+     "'turn.started' lacks required field 'turn'"),
     (PauseRefuses, "gc-pause: pause_host('any', 1) raised NotImplementedError: cannot pause"),
     (CrashPretends, "crash: crash_host('any') returned 'dep1.h1' but recorded no host.crashed"),
     (ArmIgnored, "arm: effect.model.after_call was armed to pause but was reached with "

@@ -26,11 +26,11 @@ def test_two_threads_appending_keep_records_in_time_order() -> None:
     history = History(clock)
 
     def a() -> None:
-        history.add("a")
+        history.add("test.a")  # a namespace of its own: outside the vocabulary
 
     def b() -> None:
         a_read.wait(5)
-        history.add("b")
+        history.add("test.b")
         b_done.set()
 
     threads = [threading.Thread(target=a, name="A"), threading.Thread(target=b, name="B")]

@@ -211,11 +211,12 @@ def test_the_wheel_holds_every_scenario_file_and_module(
     assert library  # the library is not empty
     for f in library:
         assert f"harness/scenarios/{f.relative_to(SCENARIOS).as_posix()}" in names, f
-    for package in ("harness", "reference_impl"):
+    for package in ("contract", "harness", "reference_impl"):
         for f in (ROOT / package).rglob("*.py"):
             if "__pycache__" not in f.parts:
                 assert f.relative_to(ROOT).as_posix() in names, f
     assert "harness/report/style.css" in names
+    assert "contract/py.typed" in names
 
 
 @pkg

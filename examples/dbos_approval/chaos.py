@@ -8,7 +8,6 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from harness.components.net import wait_until
 from harness.components.procs import ProcessGroup
 from harness.observers import DbosObserver, WorkerHosts
 from harness.observers.hosts import POINTS
+from harness.scaling import ScaledClock, TimeScale
 from harness.world_server import WorldServer
 
 from .settings import Settings, current
@@ -34,7 +34,7 @@ class ApprovalRuntime:
     world_endpoints, points = ("provider",), tuple(POINTS)
 
     def __init__(self, ctx: RunContext, s: Settings) -> None:
-        self.s, self._t0 = s, time.monotonic()
+        self.s, self.clock = s, ScaledClock(TimeScale(s.scale))
         self.server = WorldServer(ctx.history, now=self.now).start()
         self.world = self.server.world
         self.scratch = tempfile.mkdtemp(prefix="dbos-approval-")  # database and logs
@@ -47,16 +47,14 @@ class ApprovalRuntime:
         self.observer.start()
         self.deploy("v1")
         self.client = DBOSClient(system_database_url=self.db)
-        self._t0 = time.monotonic()  # schedule time starts once the runtime is up
+        self.clock.start()  # schedule time starts once the runtime is up
         ctx.history.bind_clock(self.now)
 
     def now(self) -> float:
-        return (time.monotonic() - self._t0) * self.s.scale
+        return self.clock.now()
 
     def advance(self, until: float) -> None:
-        while self.now() < until:
-            time.sleep(min(0.05, self.s.real(until - self.now())))
-            self.hosts.tick()
+        self.clock.sleep_until(until, tick=self.hosts.tick)
 
     def _server(self, version: str) -> ProcessGroup:
         return ProcessGroup([sys.executable, "-m", "examples.dbos_approval.agent"],

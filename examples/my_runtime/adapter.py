@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from contract.binding import App
+from contract.faultpoints import POINTS
+from contract.ports import Config, Ports
 from harness.adapters.base import RunContext
 from harness.adapters.sim import SimRuntime
 from harness.checkers.base import CheckConfig
 from harness.world import World
 from my_runtime.app import build_app
-from reference_impl.binding import App
-from reference_impl.faultpoints import POINTS
-from reference_impl.ports import Config, Ports
 
 
 class MyRuntime:

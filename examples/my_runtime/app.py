@@ -7,15 +7,15 @@ pinned to the deployment that started it. `hand_off=True` is the fix: past five 
 wait becomes state in PendingToolCall and nothing stays pinned.
 
 In your own project this module holds your own handlers, written against
-`reference_impl.binding.Context`.
+`contract.binding.Context`.
 """
 
 from __future__ import annotations
 
-from reference_impl.binding import App
+from contract.binding import App
+from contract.ports import Ports
 from reference_impl.controller import build_controller_service
 from reference_impl.pending import build_pending_service
-from reference_impl.ports import Ports
 from reference_impl.turn import build_turn_service
 
 

@@ -9,7 +9,6 @@ import asyncio
 import shutil
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from harness.components.procs import ProcessGroup
 from harness.errors import ComponentUnavailable
 from harness.observers import TemporalObserver, WorkerHosts
 from harness.observers.hosts import POINTS
+from harness.scaling import ScaledClock, TimeScale
 from harness.world_server import WorldServer
 
 from .agent import TASK_QUEUE, ApprovalAgent, Message
@@ -40,7 +40,7 @@ class ApprovalRuntime:
     world_endpoints, points = ("provider",), tuple(POINTS)
 
     def __init__(self, ctx: RunContext, s: Settings) -> None:
-        self.s, self._t0 = s, time.monotonic()
+        self.s, self.clock = s, ScaledClock(TimeScale(s.scale))
         self.server = WorldServer(ctx.history, now=self.now).start()
         self.world = self.server.world
         self.loop, self.logs = asyncio.Runner(), tempfile.mkdtemp(prefix="temporal-")
@@ -60,16 +60,14 @@ class ApprovalRuntime:
                                  downtime=s.crash_downtime, observer=self.observer)
         self.observer.start()
         self.deploy("v1")
-        self._t0 = time.monotonic()  # schedule time starts once the runtime is up
+        self.clock.start()  # schedule time starts once the runtime is up
         ctx.history.bind_clock(self.now)
 
     def now(self) -> float:
-        return (time.monotonic() - self._t0) * self.s.scale
+        return self.clock.now()
 
     def advance(self, until: float) -> None:
-        while self.now() < until:
-            time.sleep(min(0.05, self.s.real(until - self.now())))
-            self.hosts.tick()
+        self.clock.sleep_until(until, tick=self.hosts.tick)
 
     def _worker(self, dep: str) -> ProcessGroup:
         return ProcessGroup([sys.executable, "-m", "examples.temporal_approval.worker",

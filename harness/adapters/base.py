@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any, Protocol, runtime_checkable
 
+from contract.ports import Config
 from harness.checkers.base import CheckConfig
 from harness.errors import UsageError
 from harness.history import History
 from harness.world import World
-from reference_impl.ports import Config
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from contract.faultpoints import POINTS as FAULT_POINTS
+from contract.ports import Config
 from harness.adapters.base import LINKS, TOXICS, WORLD_ENDPOINTS, NetworkFaults, RunContext
 from harness.checkers.base import CheckConfig
 from harness.clock import AutojumpClock
@@ -80,9 +82,6 @@ from harness.errors import UsageError
 from harness.history import History
 from harness.world import World
 from harness.world_server import Timer, TimerTable, WorldServer
-from reference_impl.faultpoints import POINTS as FAULT_POINTS
-from reference_impl.ports import Config
-from reference_impl.threadlog_pg import PostgresThreadLogStore
 
 __all__ = [
     "ADMIN_ENV",
@@ -308,6 +307,10 @@ class RestateRuntime:
         self._world_proxy = toxi.create_proxy("world", 0,
                                               f"127.0.0.1:{self.world_server.port}")
         self._set_commit_hold(False, standby=_HOLD_STANDBY)
+        # The reference's PostgreSQL store, imported here: the harness core never loads the
+        # system under test.
+        from reference_impl.threadlog_pg import PostgresThreadLogStore
+
         self.store = PostgresThreadLogStore(self.pg.conninfo)
         asyncio.run(self.store.ensure_schema())
         self.history.add("restate.started", data={

@@ -10,6 +10,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+from contract.binding import App, HandlerRef
+from contract.faultpoints import POINTS as FAULT_POINTS
+from contract.ports import Config, Ports
 from harness.adapters.base import WORLD_ENDPOINTS, RunContext
 from harness.checkers.base import CheckConfig
 from harness.errors import SimulationError, UsageError
@@ -18,10 +21,6 @@ from harness.sim import Simulator
 from harness.sim.engine import FaultAction
 from harness.sim.model import Host
 from harness.world import World
-from reference_impl.binding import App, HandlerRef
-from reference_impl.faultpoints import POINTS as FAULT_POINTS
-from reference_impl.ports import Config, Ports
-from reference_impl.threadlog import InMemoryThreadLogStore
 
 T = TypeVar("T")
 AppBuilder = Callable[[Ports, str], App]
@@ -47,6 +46,10 @@ class SimRuntime:
         self.history: History = ctx.history
         self.world = World(ctx.history, now=self.sim.clock.now, sleep=self.sim.io,
                            observe=self.sim.observe)
+        # The simulator runs the reference's own in-memory store; imported here so that
+        # importing the harness never loads the system under test.
+        from reference_impl.threadlog import InMemoryThreadLogStore
+
         self.store = InMemoryThreadLogStore(self.sim.clock.now, idle_timeout)
         self._build = build
         self._ports = self.world.ports(self.store, ctx.config)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import final
 
+from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record
@@ -41,6 +42,8 @@ _ANY_TOOL = "*"
 @final
 class AccessRechecked:
     name: str = "access-rechecked"
+    # The records (and fields) this checker reads: docs/events.md, from contract.records.
+    judged_on: tuple[Reading, ...] = JUDGED_ON["access-rechecked"]
     description: str = (
         "A tool re-run after the hand-off runs on the latest deployment and rejects a user "
         "who lost access during the wait; nothing of that call reaches the world afterwards."

@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import final
 
+from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record
@@ -44,6 +45,8 @@ class _Session:
 @final
 class BusyRule:
     name: str = "busy-rule"
+    # The records (and fields) this checker reads: docs/events.md, from contract.records.
+    judged_on: tuple[Reading, ...] = JUDGED_ON["busy-rule"]
     description: str = (
         "Each session runs at most one turn at a time (a turn waiting on a person still "
         "counts) and starts queued messages in the order they were queued."

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import final
 
+from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record
@@ -20,6 +21,8 @@ from harness.history import History, Record
 @final
 class NoDuplicateEffects:
     name: str = "no-duplicate-effects"
+    # The records (and fields) this checker reads: docs/events.md, from contract.records.
+    judged_on: tuple[Reading, ...] = JUDGED_ON["no-duplicate-effects"]
     description: str = (
         "Every external effect (email, charge, model call) is delivered to the world at most "
         "once: once per idempotency key and once per logical effect."

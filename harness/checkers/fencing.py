@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, final
 
+from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record
@@ -45,6 +46,8 @@ def _int(value: Any) -> int | None:
 @final
 class Fencing:
     name: str = "fencing"
+    # The records (and fields) this checker reads: docs/events.md, from contract.records.
+    judged_on: tuple[Reading, ...] = JUDGED_ON["fencing"]
     description: str = (
         "Every accepted thread-log write carries the owner's current epoch, and each "
         "thread's committed log is one linear sequence with no gap, duplicate or stale write."

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import final
 
+from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import FAULT_KINDS, Dedup, Faults, at, attr, guarded, run_end
 from harness.checkers.base import (
     CheckConfig,
@@ -86,6 +87,8 @@ class _Invocation:
 @final
 class Liveness:
     name: str = "liveness"
+    # The records (and fields) this checker reads: docs/events.md, from contract.records.
+    judged_on: tuple[Reading, ...] = JUDGED_ON["liveness"]
     description: str = (
         "Once faults heal, every session becomes idle and no invocation stays queued, "
         "running or paused beyond the liveness bound: nothing is held forever."

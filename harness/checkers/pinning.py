@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import final
 
+from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import (
     FAULT_KINDS,
     Faults,
@@ -83,6 +84,8 @@ class _Invocation:
 @final
 class PinningBound:
     name: str = "pinning-bound"
+    # The records (and fields) this checker reads: docs/events.md, from contract.records.
+    judged_on: tuple[Reading, ...] = JUDGED_ON["pinning-bound"]
     description: str = (
         "No invocation stays suspended, and no superseded deployment stays pinned, longer "
         "than the hand-off bound; no deployment is retired while something is pinned to it."

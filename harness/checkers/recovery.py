@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import final
 
+from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import Dedup, at, attr, guarded, run_end
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record, fmt_duration
@@ -67,6 +68,8 @@ class _Intent:
 @final
 class ConservativeRecovery:
     name: str = "conservative-recovery"
+    # The records (and fields) this checker reads: docs/events.md, from contract.records.
+    judged_on: tuple[Reading, ...] = JUDGED_ON["conservative-recovery"]
     description: str = (
         "When ownership moves while a tool intent has no known result, the tool is not "
         "executed again without its idempotency key and the turn is held for confirmation."

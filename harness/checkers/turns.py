@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import final
 
+from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import (
     FAULT_KINDS,
     Dedup,
@@ -72,6 +73,8 @@ class _Wait:
 @final
 class TurnOutcome:
     name: str = "turn-outcome"
+    # The records (and fields) this checker reads: docs/events.md, from contract.records.
+    judged_on: tuple[Reading, ...] = JUDGED_ON["turn-outcome"]
     description: str = (
         "Every turn that waits on a person ends its wait exactly once: answered (the same "
         "turn resumes), expired after the maximum wait, or ended by a new message; every "

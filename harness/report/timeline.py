@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from contract import records as vocabulary
 from harness.history import History, Record, fmt_duration
 
 # Span kinds, in drawing order (a later kind is drawn over an earlier one on the same row).
@@ -58,24 +59,9 @@ GROUP_TITLES: Final[dict[str, str]] = {
     "invocation": "Invocations",
 }
 
-_INVOCATION_MARKS: Final[dict[str, str]] = {
-    "timer.fired": "timer fired",
-    "attempt.failed": "attempt failed",
-    "attempt.fenced": "attempt fenced",
-    "attempt.abandoned": "attempt abandoned",
-    "journal.mismatch": "journal mismatch",
-    "invocation.repinned": "repinned",
-}
-_SESSION_MARKS: Final[dict[str, str]] = {
-    "message.received": "message",
-    "message.queued": "queued",
-    "tool.handoff": "hand-off",
-    "tool.rerun": "re-run",
-    "tool.background": "background",
-    "turn.held": "held",
-    "threadlog.rejected": "append rejected",
-    "threadlog.assigned": "assigned",
-}
+# Records shown as marks of their own, with their labels: from the vocabulary.
+_INVOCATION_MARKS: Final[dict[str, str]] = vocabulary.marks("engine")
+_SESSION_MARKS: Final[dict[str, str]] = vocabulary.marks("runtime")
 _MAX_MARKS_PER_LANE: Final = 200
 # Fault data fields that hold a time or a duration: labelled `at 2.00d`, not `at=172800.0`.
 _TIME_KEYS: Final = frozenset({"at", "after", "until", "delay", "for", "by"})

@@ -29,9 +29,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from contract.faultpoints import POINTS
 from harness.schedules.model import Schedule, Step
 from harness.world import PROVIDER_FAULTS
-from reference_impl.faultpoints import POINTS
 
 DAY = 86400
 T = TypeVar("T")

@@ -6,10 +6,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from contract.faultpoints import POINTS
 from harness.errors import ScenarioError
 from harness.schedules.model import ACTIONS, Schedule, Step, parse_duration
 from harness.world import DEFAULT_TOOLS, PROVIDER_FAULTS
-from reference_impl.faultpoints import POINTS
 
 _TOP = {"name", "description", "seed", "hosts", "horizon", "expect", "step"}
 _OUTCOMES = ("pass", "fail")

@@ -33,12 +33,12 @@ from collections.abc import Awaitable, Callable, Generator
 from datetime import timedelta
 from typing import Any, Literal
 
+from contract import faultpoints
+from contract.binding import App, DurableFuture, HandlerRef, TerminalError
 from harness.clock import VirtualClock, wall_clock_follows
 from harness.errors import JournalMismatch, SimulationError
 from harness.history import History, Record, RecordType
 from harness.sim.model import Attempt, Deployment, Entry, Host, Invocation
-from reference_impl import faultpoints
-from reference_impl.binding import App, DurableFuture, HandlerRef, TerminalError
 
 FaultAction = tuple[Literal["pause"], float] | tuple[Literal["crash"], None]
 FaultPointHandler = Callable[[str, Host], "FaultAction | None"]
@@ -733,7 +733,7 @@ def _seconds(delta: timedelta | float) -> float:
 
 
 class SimContext:
-    """The handler-facing context on the simulator (see reference_impl.binding.Context)."""
+    """The handler-facing context on the simulator (see contract.binding.Context)."""
 
     __slots__ = ("_att", "_sim")
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from reference_impl.binding import App
+from contract.binding import App
 
 InvocationStatus = Literal[
     "queued", "scheduled", "running", "suspended", "backing-off", "completed", "paused"

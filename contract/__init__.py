@@ -1,0 +1,14 @@
+"""The contract between a durable runtime and the harness that tests it.
+
+Everything a runtime and the harness must agree on, in one place, importing neither side:
+
+- `contract.binding`: the narrow `Context` handlers are written against, and `App`.
+- `contract.ports`: the endpoints a runtime gets from the world (model, mailer, payments,
+  identity, tool catalog, approval UI, timers), `Config` and `Ports`.
+- `contract.threadlog`: the thread log store protocol, its values and errors.
+- `contract.faultpoints`: the named fault points and the one hook that decides what happens
+  when a runtime reaches one.
+
+The reference implementation imports only this package; the harness imports this package and
+loads a runtime only through an adapter.
+"""
