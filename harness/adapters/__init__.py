@@ -69,6 +69,17 @@ def _restate(attribute: str) -> Adapter:
     return adapter
 
 
+def _temporal(attribute: str) -> Adapter:
+    try:
+        module = importlib.import_module("harness.adapters.temporal")
+    except ModuleNotFoundError as exc:
+        raise AdapterNotFound(
+            f"the Temporal adapters need the module {exc.name!r}: pip install "
+            "'durable-chaos[temporal,restate,postgres]'") from None
+    adapter: Adapter = getattr(module, attribute)()
+    return adapter
+
+
 def _reference_restate() -> Adapter:
     return _restate("ReferenceRestateAdapter")
 
@@ -80,6 +91,10 @@ _BUILTIN: dict[str, tuple[str, Callable[[], Adapter]]] = {
                           "PostgreSQL and Toxiproxy (virtual time)", _reference_restate),
     "naive-restate": ("the naive variant on a real Restate server (virtual time)",
                       lambda: _restate("NaiveRestateAdapter")),
+    "reference-temporal": ("the reference implementation on a real Temporal dev server "
+                           "(virtual time)", lambda: _temporal("ReferenceTemporalAdapter")),
+    "naive-temporal": ("the naive variant on a real Temporal dev server (virtual time)",
+                       lambda: _temporal("NaiveTemporalAdapter")),
 }
 
 
