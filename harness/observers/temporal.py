@@ -16,6 +16,9 @@ An AUTO_UPGRADE workflow is not an invocation pinned to anything: Temporal sends
 workflow tasks to the current version. It is left out of the invocations (a long-lived one,
 idle between signals, would otherwise read as suspended for days); whether it has work
 pending is kept in `unpinned_busy()`, for an adapter that needs to know when all is quiet.
+A workflow once described as AUTO_UPGRADE stays so: a workflow task that the SDK's core
+completes on its own (the heartbeat of a long local activity) carries no behavior, and the
+server then shows the worker's default (PINNED) until the next task the workflow completes.
 
 Drainage is judged from the workflows themselves (no open workflow pinned to the version),
 not from the server's `drainage_info`, which it refreshes every few minutes by default.
@@ -63,6 +66,7 @@ class TemporalObserver(EngineObserver):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: Any = None
         self._unpinned: dict[str, bool] = {}  # AUTO_UPGRADE workflow -> has work pending
+        self._auto: set[str] = set()  # workflows once described as AUTO_UPGRADE
 
     def watch(self, workflow_id: str) -> None:
         """Describe this workflow from the next poll on, even before visibility lists it."""
@@ -111,8 +115,10 @@ class TemporalObserver(EngineObserver):
             raw = desc.raw_description
             info = raw.workflow_execution_info
             deployment = None
-            if (info.HasField("versioning_info") and info.versioning_info.behavior
+            if wf_id in self._auto or (
+                    info.HasField("versioning_info") and info.versioning_info.behavior
                     == VersioningBehavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE):
+                self._auto.add(wf_id)
                 with self._watch_lock:
                     self._unpinned[wf_id] = desc.status == WorkflowExecutionStatus.RUNNING and (
                         raw.HasField("pending_workflow_task") or len(raw.pending_activities) > 0)
