@@ -378,11 +378,34 @@ class TemporalRuntime(RestateRuntime):
                 "running": [i for i, s in self.observer.invocations().items()
                             if s.status in ("running", "pending")][:20]})
         self._tick()
+        self._record_failures()
         self.history.add("clock.latency", data={
             "seconds": round(self._latency, 3), "timers_fired": self._fired,
             "max_fire_lag": round(self._fire_lag, 3), "jumps": self._jumps,
             "skipped": round(self.clock.jumped, 3)})
         asyncio.run(self._record_logs())
+
+    def _record_failures(self) -> None:
+        """Why each failed workflow failed, from its Temporal history (`temporal.failed`)."""
+        assert self.observer is not None
+        failed = [i for i, s in self.observer.invocations().items()
+                  if s.status == "completed" and s.detail == "failed"]
+
+        async def failure(workflow_id: str) -> str:
+            history = await self.client.get_workflow_handle(workflow_id).fetch_history()
+            for event in reversed(history.events):
+                if event.HasField("workflow_execution_failed_event_attributes"):
+                    info = event.workflow_execution_failed_event_attributes.failure
+                    return f"{info.message} {info.cause.message}".strip()
+            return "no failure event"
+
+        for workflow_id in failed:
+            try:
+                reason = self.loop.run(failure(workflow_id))
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+            self.history.add("temporal.failed", "info", invocation=workflow_id,
+                             data={"failure": reason[:500]})
 
     # -- capabilities: deploy ---------------------------------------------------------------
 

@@ -103,9 +103,18 @@ _TERMINAL = "TerminalError"
 _STEP_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200),
                           maximum_interval=timedelta(seconds=2), maximum_attempts=0,
                           non_retryable_error_types=[_TERMINAL])
+# A step that fails fails its attempt, as a failed `ctx.run` fails a Restate attempt: the
+# workflow task fails, Temporal retries it, and the worker replays the workflow from the top,
+# so the retry takes ownership of the thread log again (a stale epoch is not retried for
+# ever). Deliveries are the engine's own plumbing: retried in place.
+_ATTEMPT = RetryPolicy(maximum_attempts=1)
 _STEP_TIMEOUT = timedelta(seconds=30)
 # A workflow task of a crashed or frozen worker goes to another worker after this.
 WORKFLOW_TASK_TIMEOUT = timedelta(seconds=2)
+
+
+class AttemptFailed(RuntimeError):
+    """A step failed: this attempt of the invocation ends and the engine retries it."""
 
 
 @dataclass
@@ -353,12 +362,14 @@ class TemporalContext:
             try:
                 return await workflow.execute_local_activity(
                     run_step, step, start_to_close_timeout=_STEP_TIMEOUT,
-                    retry_policy=_STEP_RETRY, summary=name)
-            except ActivityError as exc:
-                cause = exc.cause
+                    retry_policy=_ATTEMPT, summary=name)
+            except (ActivityError, ApplicationError) as exc:
+                # A local activity's last failure may come as the ApplicationError itself.
+                cause = exc.cause if isinstance(exc, ActivityError) else exc
                 if isinstance(cause, ApplicationError) and cause.type == _TERMINAL:
                     raise binding.TerminalError(cause.message) from None
-                raise
+                # Not a Temporal failure: fails the workflow task (see _ATTEMPT).
+                raise AttemptFailed(f"step {name!r} failed: {cause or exc}") from None
             finally:
                 _STEPS.pop(step, None)
 
