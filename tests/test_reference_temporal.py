@@ -92,11 +92,14 @@ def test_reference_on_temporal_all_invariants_hold(temporal_stack: None) -> None
         assert outcome.error is None, outcome.error
         assert failing(outcome) == {}, (name, failing(outcome))
     history = adapter.opened[1].history
-    # Pinning is Temporal's: turns are PINNED workflows whose describe output named v1 or v2;
-    # the long-lived objects (AUTO_UPGRADE) are never recorded as pinned invocations.
+    # Pinning is Temporal's: turns are PINNED workflows whose describe output named one of
+    # the worker deployment versions; the long-lived objects (AUTO_UPGRADE) are never
+    # recorded as pinned invocations.
+    versions = {f"durable-chaos:v{i}" for i in (1, 2, 3)}
+    assert {r.deployment for r in history.of_kind("deployment.registered")} == versions
     started = history.of_kind("invocation.started")
-    assert started and all(r.deployment in ("durable-chaos:v1", "durable-chaos:v2")
-                           for r in started), started
+    assert started and all(r.deployment in versions for r in started), started
+    assert {r.data.get("target") for r in started} == {"DurableChaosService"}
     assert not [r for r in history.records if r.kind.startswith("invocation.")
                 and r.invocation is not None and r.invocation.startswith(
                     ("Controller/", "PendingToolCall/"))]
