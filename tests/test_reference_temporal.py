@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from harness.adapters.temporal import (
     ReferenceTemporalAdapter,
     TemporalRuntime,
 )
+from harness.components.net import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -157,6 +159,59 @@ def test_failed_step_fails_the_attempt_and_the_retry_takes_ownership_again(
     assert later and int(later[0].epoch or 0) > int(rejected[0].epoch or 0)
     assert not history.of_kind("temporal.failed")
     groups_gone(adapter.opened[0].process_groups())
+
+
+_KINDS = ("temporal server", "toxiproxy-server", "postgres", "reference_impl.temporal.worker")
+
+
+def _groups_of_children(pid: int) -> dict[int, str]:
+    """Process groups of the direct children of `pid` (pgid -> kind), from /proc."""
+    out: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            fields = stat[stat.rfind(")") + 2:].split()
+            kind = next((k for k in _KINDS if k in cmdline), None)
+            if int(fields[1]) == pid and kind is not None:
+                out[os.getpgid(int(entry.name))] = kind
+        except (OSError, ProcessLookupError):
+            continue
+    return out
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_nothing_left_running_after_ctrl_c_or_kill(temporal_stack: None, tmp_path: Path,
+                                                   sig: signal.Signals) -> None:
+    """The dev server, the workers, PostgreSQL and Toxiproxy are each a process group of the
+    harness; interrupted or killed mid-run, it leaves none of them running."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "--adapter", "reference-temporal",
+         "--scenarios", str(ROOT / "scenarios" / "02-answered-after-3-days-across-redeploys.toml"),
+         "--schedules", "0", "--report-dir", str(tmp_path / "report"), "--quiet"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    groups: dict[int, str] = {}
+    try:
+        def started() -> bool | None:
+            assert proc.poll() is None
+            groups.update(_groups_of_children(proc.pid))
+            kinds = list(groups.values())
+            return True if all(kinds.count(k) >= (2 if "worker" in k else 1)
+                               for k in _KINDS) else None
+
+        wait_until(started, timeout=120, what="the harness's components", interval=0.05)
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert set(groups.values()) == set(_KINDS), groups
+    groups_gone(groups, timeout=20)
 
 
 def _verdicts(*args: str) -> subprocess.CompletedProcess[str]:
