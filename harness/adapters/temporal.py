@@ -56,7 +56,7 @@ from harness.checkers.base import CheckConfig
 from harness.clock import AutojumpClock
 from harness.components.net import free_port, wait_until
 from harness.components.procs import ProcessGroup, stop_groups, sweep_stale
-from harness.components.stack import ProcessStack
+from harness.components.stack import COMPONENTS_ENV, ProcessStack
 from harness.components.workers import SharedListener, WorkerProcess
 from harness.errors import ComponentUnavailable
 from harness.observers.temporal import TemporalObserver
@@ -152,8 +152,13 @@ class TemporalRuntime(RestateRuntime):
         self._sent_seq = 0
         sweep_stale(Path(tempfile.gettempdir()), _LOG_PREFIX)
         self.log_dir = Path(tempfile.mkdtemp(prefix=f"{_LOG_PREFIX}{os.getpid()}-"))
-        # Processes only: the Temporal path has no container images of its own.
+        # Processes only: the Temporal path has no container images of its own. Said in the
+        # history, so a run asked for containers does not pass for one that used them.
         self.stack = ProcessStack()
+        if (os.environ.get(COMPONENTS_ENV) or "processes") != "processes":
+            self.history.add("temporal.components", "info", data={
+                "asked": os.environ.get(COMPONENTS_ENV), "used": "processes",
+                "why": "the Temporal path runs its components as processes only"})
         self.pg = self.stack.postgres()
         self.toxiproxy = self.stack.toxiproxy(log_dir=self.log_dir)
         self.temporal: ProcessGroup | None = None
