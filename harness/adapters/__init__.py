@@ -85,6 +85,17 @@ def _restate(attribute: str) -> Adapter:
     return adapter
 
 
+def _temporal(attribute: str) -> Adapter:
+    try:
+        module = importlib.import_module("harness.adapters.temporal")
+    except ModuleNotFoundError as exc:
+        raise AdapterNotFound(
+            f"the Temporal adapters need the module {exc.name!r}: pip install "
+            "'durable-chaos[temporal,restate,postgres]'") from None
+    adapter: Adapter = getattr(module, attribute)()
+    return adapter
+
+
 def _reference_restate() -> Adapter:
     return _restate("ReferenceRestateAdapter")
 
@@ -111,6 +122,10 @@ _BUILTIN: dict[str, tuple[str, Callable[[], Adapter]]] = {
                        lambda: _dbos("ReferenceDbosAdapter")),
     "naive-dbos": ("the naive variant on DBOS (in-workflow recv, virtual time)",
                    lambda: _dbos("NaiveDbosAdapter")),
+    "reference-temporal": ("the reference implementation on a real Temporal dev server "
+                           "(virtual time)", lambda: _temporal("ReferenceTemporalAdapter")),
+    "naive-temporal": ("the naive variant on a real Temporal dev server (virtual time)",
+                       lambda: _temporal("NaiveTemporalAdapter")),
 }
 
 

@@ -12,6 +12,14 @@ since visibility may lag a moment behind a start) and describes each open one:
 - deployments are `DescribeWorkerDeployment`'s version summaries; the one in the routing
   config's `current_deployment_version` is current.
 
+An AUTO_UPGRADE workflow is not an invocation pinned to anything: Temporal sends each of its
+workflow tasks to the current version. It is left out of the invocations (a long-lived one,
+idle between signals, would otherwise read as suspended for days); whether it has work
+pending is kept in `unpinned_busy()`, for an adapter that needs to know when all is quiet.
+A workflow once described as AUTO_UPGRADE stays so: a workflow task that the SDK's core
+completes on its own (the heartbeat of a long local activity) carries no behavior, and the
+server then shows the worker's default (PINNED) until the next task the workflow completes.
+
 Drainage is judged from the workflows themselves (no open workflow pinned to the version),
 not from the server's `drainage_info`, which it refreshes every few minutes by default.
 
@@ -57,12 +65,19 @@ class TemporalObserver(EngineObserver):
         self._closed: dict[str, InvocationState] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: Any = None
+        self._unpinned: dict[str, bool] = {}  # AUTO_UPGRADE workflow -> has work pending
+        self._auto: set[str] = set()  # workflows once described as AUTO_UPGRADE
 
     def watch(self, workflow_id: str) -> None:
         """Describe this workflow from the next poll on, even before visibility lists it."""
         with self._watch_lock:
             if workflow_id not in self._watched:
                 self._watched.append(workflow_id)
+
+    def unpinned_busy(self) -> list[str]:
+        """AUTO_UPGRADE workflows that were running with work pending at the last poll."""
+        with self._watch_lock:
+            return sorted(w for w, busy in self._unpinned.items() if busy)
 
     def snapshot(self) -> Snapshot:
         if self._loop is None:
@@ -76,6 +91,7 @@ class TemporalObserver(EngineObserver):
         self._client = None
 
     async def _snapshot(self) -> Snapshot:
+        from temporalio.api.enums.v1 import VersioningBehavior
         from temporalio.client import Client, WorkflowExecutionStatus
 
         if self._client is None:
@@ -99,6 +115,24 @@ class TemporalObserver(EngineObserver):
             raw = desc.raw_description
             info = raw.workflow_execution_info
             deployment = None
+            if wf_id in self._auto or (
+                    info.HasField("versioning_info") and info.versioning_info.behavior
+                    == VersioningBehavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE):
+                self._auto.add(wf_id)
+                with self._watch_lock:
+                    self._unpinned[wf_id] = desc.status == WorkflowExecutionStatus.RUNNING and (
+                        raw.HasField("pending_workflow_task") or len(raw.pending_activities) > 0)
+                continue
+            if desc.status == WorkflowExecutionStatus.RUNNING and (
+                    (info.history_length <= 3 and not info.HasField("versioning_info"))
+                    or (info.versioning_info.HasField("version_transition")
+                    and not info.versioning_info.behavior)):
+                # Its first workflow task has not run: which behavior it has is not known yet.
+                with self._watch_lock:
+                    self._unpinned[wf_id] = True
+                continue
+            with self._watch_lock:
+                self._unpinned.pop(wf_id, None)
             if info.HasField("versioning_info"):
                 version = info.versioning_info.deployment_version
                 if version.build_id:
