@@ -31,6 +31,9 @@ class Progress:
         expected = [r.checker for r in outcome.expected_violations]
         status = ("FAIL " + ",".join(bad) if bad else "unknown" if outcome.unknown else
                   "expected failure " + ",".join(expected) if expected else "ok")
+        if outcome.skipped_steps:
+            # "ok" alone would read as every step taken and survived.
+            status += f" ({len(outcome.skipped_steps)} step(s) skipped)"
         line = printable(f"[{self.done}/{self.total}] {outcome.adapter} {outcome.name}: "
                          f"{status}  ({self.violations} violation(s) so far)")
         now = wall()

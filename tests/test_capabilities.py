@@ -363,3 +363,15 @@ def test_a_misspelled_world_endpoint_stops_the_cli_with_one_line(
     assert err.startswith("durable-chaos: error: adapter 'typo_runtime:adapter' cannot run "
                           "here: open() failed: UsageError: TypoRuntime.world_endpoints: "
                           "unknown endpoint 'providers'; use some of provider, identity"), err
+
+
+def test_the_progress_line_of_a_run_with_skipped_steps_says_so(tmp_path: Path) -> None:
+    # "ok" alone would read as every step taken and survived.
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--adapter", "lean_runtime:adapter",
+         "--scenarios", str(ALL_STEPS), "--schedules", "0", "--report-dir", str(tmp_path)],
+        cwd=OUTSIDE, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f": ok ({len(EXPECTED_SKIPS)} step(s) skipped)  (0 violation(s) so far)" in (
+        done.stdout + done.stderr)

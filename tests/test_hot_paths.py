@@ -48,11 +48,11 @@ class _Everything(_Spy):
 
 def _history() -> History:
     h = History()
-    h.add("run.start")
+    h.add("send")  # first record: handed to every checker whatever it reads
     h.add("turn.started", session="s1", turn="t1")
     h.add("journal.entry", invocation="i1")
     h.add("fault.gc-pause", "info", host="h1", data={"duration": 5.0})
-    h.add("faultpoint.reached", host="h1")
+    h.add("faultpoint.reached", host="h1", data={"point": "tool.after_intent"})
     h.add("turn.started", session="s1", turn="t2")
     h.add("invocation.completed", "ok", invocation="i1")
     return h
