@@ -190,7 +190,6 @@ def _simulator() -> PathReport:
     return PathReport("simulator", "the embedded deterministic simulator (default)", (
         Check("python", True, where=sys.executable, version=sys.version.split()[0]),
         Check("durable-chaos", True, where=str(here), version=version),
-        _package("hypothesis", "hypothesis", "pip install durable-chaos"),
         _package("freezegun", "freezegun", "pip install durable-chaos"),
     ))
 

@@ -44,7 +44,8 @@ def _version() -> str:
 
 class _CannotOpen(BaseException):
     """The first run of an adapter could not open its runtime: stop the suite (a
-    BaseException, so that Hypothesis passes it through instead of shrinking it)."""
+    BaseException, so that no `except Exception` on the way, an adapter's included, takes it
+    for a failed run)."""
 
     def __init__(self, spec: str, error: str) -> None:
         self.spec, self.error = spec, error
