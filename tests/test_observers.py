@@ -282,6 +282,43 @@ def test_worker_hosts_crash_restart_pause_and_fault_points(tmp_path: Path) -> No
     assert all(not group.alive for _, group in hosts.hosts.values())
 
 
+class _Blind(Scripted):
+    """An engine that has not shown the invocation yet (its first task still recording)."""
+
+    def __init__(self, history: History) -> None:
+        super().__init__(history, [Snapshot((), ())] * 100)
+        self.poll()
+
+
+def test_a_fault_point_fires_on_the_only_live_deployment_before_the_engine_shows_it(
+        tmp_path: Path) -> None:
+    history = History()
+
+    def sleeper(dep: str) -> ProcessGroup:
+        return ProcessGroup(["sleep", "600"], name=f"sleep-{dep}", log_dir=tmp_path)
+
+    hosts = WorkerHosts(history, now=lambda: 0.0, start=sleeper, downtime=30,
+                        observer=_Blind(history))
+    try:
+        first = hosts.add("dep1")
+        hosts.arm("effect.email.after_send", "crash", 0, 1)
+        running = hosts.hosts[first][1]
+        history.add("effect.delivered", tool_call="inv1.t1", key="k1", data={"effect": "email"})
+        # Only dep1 has a live worker: the delivery came from it, whatever the engine says yet.
+        [reached] = history.of_kind("faultpoint.reached")
+        assert reached.host == first and not running.alive
+
+        # Two live deployments and an engine that says nothing: no guess, the point waits.
+        hosts.tick()
+        hosts.add("dep2")
+        hosts.arm("effect.email.after_send", "crash", 0, 1)
+        hosts.hosts[first] = ("dep1", sleeper("dep1"))
+        history.add("effect.delivered", tool_call="inv2.t1", key="k2", data={"effect": "email"})
+        assert len(history.of_kind("faultpoint.reached")) == 1
+    finally:
+        hosts.close()
+
+
 class _ThreadBound(EngineObserver):
     """An engine client that only works on the thread that polls (Temporal's, on its loop)."""
 

@@ -148,6 +148,13 @@ class WorkerHosts:
             if dep is None:  # started since the last poll: read the engine now
                 self.observer.refresh()
                 dep = self.observer.deployment_of(invocation)
+            live = {d for d, g in self.hosts.values() if g.alive}
+            if dep is None and len(live) == 1:
+                # The engine has not said yet where the invocation runs (its first task is
+                # still being recorded), but only one deployment has a live worker: the
+                # delivery came from it. Waiting for the engine would let the step record its
+                # result first, and the point would miss the window it exists for.
+                dep = next(iter(live))
             hosts = [h for h, (d, g) in self.hosts.items() if d == dep and g.alive]
             if not hosts:  # not one of ours (yet): the point stays armed
                 return
