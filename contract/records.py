@@ -96,6 +96,8 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "pinned": "how many invocations are still pinned to a deployment",
     "target": "the invoked handler, `Service/handler`",
     "owner": "the host owning a thread (its log's only writer)",
+    "after_seq": "the last seq committed when a thread got its new epoch (read under the "
+                 "control row's lock): an older epoch's append at or below it came first",
     "seq": "a thread log entry's sequence number (1, 2, 3... without gaps)",
     "entry": "a thread log entry's id",
     "duration": "seconds (scenario time) a fault lasts",
@@ -235,7 +237,7 @@ _KINDS: Final = (
          ("session", "turn", "tool_call", "outcome"),
          ("background", "placeholder", *_OBS), (("outcome", TOOL_OUTCOMES),)),
     Kind("threadlog.assigned", _RUN, "a host took ownership of the thread at a new epoch",
-         ("session", "epoch"), ("owner", *_OBS), mark="assigned"),
+         ("session", "epoch"), ("owner", "after_seq", *_OBS), mark="assigned"),
     Kind("threadlog.appended", _RUN, "an entry was appended to the thread log",
          ("session", "epoch", "seq"), ("owner", "entry", "entry_kind", *_OBS)),
     Kind("threadlog.rejected", _RUN, "an append was rejected (stale epoch, aborted "
@@ -499,7 +501,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         *_EVERY,
     ),
     "fencing": _reads(
-        ("threadlog.assigned", ("session", "epoch", "owner")),
+        ("threadlog.assigned", ("session", "epoch", "owner", "after_seq")),
         ("threadlog.appended", ("session", "epoch", "seq", "owner")),
         ("threadlog.rejected", ("session", "epoch")),
         ("threadlog.committed", ("session", "epoch", "seq", "owner")),

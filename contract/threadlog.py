@@ -36,11 +36,18 @@ class LogEntry:
 
 @dataclass(frozen=True)
 class Assignment:
-    """The control row of a thread: who owns it, since which epoch."""
+    """The control row of a thread: who owns it, since which epoch.
+
+    `after_seq` is the last seq committed when this assignment was made (0 for an empty log),
+    read under the same lock: an append of an older epoch at or below it was committed before
+    this owner took over, whenever its report reaches an observer. Observers on a real engine
+    hear two processes in whatever order their messages arrive; the store's order is this.
+    """
 
     thread_id: str
     owner: str
     epoch: int
+    after_seq: int = 0
 
 
 class ThreadLogError(Exception):

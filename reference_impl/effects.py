@@ -240,6 +240,7 @@ class SessionLog:
             "threadlog.assigned",
             event_id=f"threadlog.assigned:{self.session}:{assignment.epoch}",
             session=self.session, epoch=assignment.epoch, owner=assignment.owner,
+            after_seq=assignment.after_seq,
         )
         return assignment.epoch
 

@@ -113,7 +113,7 @@ class InMemoryThreadLogStore:
         txn = self._lock(thread, thread_id)
         try:
             epoch = 1 if thread.control is None else thread.control.epoch + 1
-            thread.control = Assignment(thread_id, owner, epoch)
+            thread.control = Assignment(thread_id, owner, epoch, len(thread.entries))
             return thread.control
         finally:
             self._unlock(thread, txn)

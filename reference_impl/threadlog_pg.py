@@ -52,6 +52,7 @@ _SCHEMA = (
 )
 
 _LOCK_CONTROL = "SELECT owner, epoch FROM thread_control WHERE thread_id = %s FOR UPDATE"
+_LAST_SEQ = "SELECT COALESCE(MAX(seq), 0) FROM thread_log WHERE thread_id = %s"
 
 # The SELECT ... FOR UPDATE before it waits for (and holds) an existing row; the upsert covers
 # a thread that has no row yet, including two hosts creating it at once.
@@ -145,6 +146,10 @@ class PostgresThreadLogStore:
                 await conn.execute(_LOCK_CONTROL, (thread_id,))
                 cur = await conn.execute(_ASSIGN, (thread_id, owner))
                 row = await cur.fetchone()
+                # Under the control row's lock: no append can commit between this read and
+                # the new epoch (see Assignment.after_seq).
+                cur = await conn.execute(_LAST_SEQ, (thread_id,))
+                last = await cur.fetchone()
                 await conn.commit()
             except errors.LockNotAvailable as exc:
                 _lock_timeout(exc, thread_id, f"assigning it to {owner!r}")
@@ -153,8 +158,8 @@ class PostgresThreadLogStore:
                     f"assigning thread {thread_id!r} to {owner!r}: the session ended before "
                     f"the commit ({exc})"
                 ) from exc
-        assert row is not None  # RETURNING of an upsert always yields its row
-        return Assignment(thread_id, str(row[0]), int(row[1]))
+        assert row is not None and last is not None  # RETURNING / an aggregate: one row
+        return Assignment(thread_id, str(row[0]), int(row[1]), int(last[0]))
 
     async def append(
         self, thread_id: str, epoch: int, owner: str, kind: str, payload: dict[str, Any]

@@ -535,6 +535,33 @@ def test_fencing_stale_write_that_landed_is_a_violation() -> None:
         "epoch 2" in witness
 
 
+def test_fencing_judges_an_append_reported_after_the_takeover_by_the_stores_order() -> None:
+    # A real engine: the old owner committed seq 2 holding the control row, then the new
+    # owner's assignment (which waited for that row) committed; the two processes' reports
+    # reached the harness the other way round. The assignment read seq 2 as already
+    # committed (after_seq): not a stale write.
+    h = History()
+    _assign(h, 0, 1, "h1", "a1")
+    _append(h, 1, 1, 1, "p1")
+    ob(h, "threadlog.assigned", 100, "a2", {"owner": "h2", "after_seq": 2}, session="s1",
+       epoch=2)
+    _append(h, 101, 2, 1, "p2")  # reported late, committed before the takeover
+    _append(h, 102, 3, 2, "p3")
+    ev(h, "run.end", 200)
+    _committed(h, 200, [(1, 1, "h1"), (2, 1, "h1"), (3, 2, "h2")])
+    assert Fencing().check(h, CONFIG).valid is True
+
+    # The same takeover, but the old owner's seq 3 came after it: stale, whatever the order.
+    h = History()
+    _assign(h, 0, 1, "h1", "a1")
+    ob(h, "threadlog.assigned", 100, "a2", {"owner": "h2", "after_seq": 0}, session="s1",
+       epoch=2)
+    _append(h, 101, 1, 1, "p1")
+    ev(h, "run.end", 200)
+    _committed(h, 200, [(1, 1, "h1")])
+    assert "a stale write landed" in failing(Fencing().check(h, CONFIG))
+
+
 def test_fencing_log_with_gap_and_duplicate_is_not_linear() -> None:
     h = History()
     _assign(h, 0, 1, "h1", "a1")

@@ -263,7 +263,8 @@ def test_thread_log_fences_off_the_host_that_lost_the_thread(backend: Backend) -
         new = ThreadLog(backend.store, "t", "host-b")
         assert await old.take_ownership() == Assignment("t", "host-a", 1)
         await old.append("msg", {"n": 1})
-        assert await new.take_ownership() == Assignment("t", "host-b", 2)
+        # The new epoch knows seq 1 was committed before it (after_seq).
+        assert await new.take_ownership() == Assignment("t", "host-b", 2, after_seq=1)
         with pytest.raises(StaleEpoch):
             await old.append("msg", {"n": "stale"})
         await new.append("msg", {"n": 2})
@@ -306,7 +307,7 @@ def test_a_held_control_row_times_out_other_writers_and_its_holder_still_commits
 
     landed, moved, log = run(story())
     assert (landed.seq, landed.epoch) == (1, 1)
-    assert moved == Assignment("t", "host-b", 2)
+    assert moved == Assignment("t", "host-b", 2, after_seq=1)  # the held append landed first
     assert [e.payload for e in log] == [{"n": 1}]
 
 

@@ -101,6 +101,8 @@ class Fencing:
                 t.appended[seq] = r
                 if t.epoch is None or t.current is None or epoch == t.epoch:
                     continue
+                if epoch < t.epoch and _before_takeover(t, epoch, seq):
+                    continue
                 owner = t.current.data.get("owner")
                 whose = f" (owner {owner})" if owner is not None else ""
                 if epoch < t.epoch:
@@ -135,6 +137,18 @@ class Fencing:
             stats={"appended": float(appended), "rejected": float(rejected),
                    "committed": float(committed), "reassigned_threads": float(reassigned)},
         )
+
+
+def _before_takeover(t: _Thread, epoch: int, seq: int) -> bool:
+    """Whether the store committed append `seq` (of `epoch`) before the next epoch was
+    assigned: that assignment's `after_seq` (the last seq committed then, read under the
+    control row's lock) reaches it. On a real engine the append's report may arrive after
+    the takeover's; the store's order, not the arrival order, says whether it was stale."""
+    later = [e for e in t.assigned if e > epoch]
+    if not later:
+        return False
+    after = t.assigned[min(later)].data.get("after_seq")
+    return isinstance(after, int) and seq <= after
 
 
 def _check_log(sid: str, t: _Thread) -> list[Violation]:
