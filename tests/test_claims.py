@@ -171,6 +171,10 @@ def test_a_replay_command_keeps_the_invariants_it_was_judged_by(
     (["--adapter", "lean_runtime:misspelled_adapter"],
      "durable-chaos: error: adapter 'lean-misspelled': claims: unknown invariant "
      "'busy-rul'; did you mean 'busy-rule'?"),
+    # Claiming nothing would judge nothing, and exit 0: refused.
+    (["--adapter", "lean_runtime:claims_nothing_adapter"],
+     "durable-chaos: error: adapter 'lean-claims-nothing': claims: names no invariant, so a "
+     "run would judge nothing"),
 ])
 def test_an_unknown_invariant_is_exit_2_naming_the_nearest(
     outside: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str],

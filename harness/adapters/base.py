@@ -251,6 +251,11 @@ def claimed_invariants(adapter: Any, override: Sequence[str] | None,
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
     check_invariant_names(names, known, source)
+    if not names:
+        # Nothing claimed, nothing judged: such a run would exit 0 without having judged
+        # anything.
+        raise UsageError(f"{source}: names no invariant, so a run would judge nothing; list "
+                         f"at least one of: {', '.join(known)}")
     return tuple(n for n in known if n in set(names))
 
 

@@ -476,13 +476,8 @@ class DbosRuntime(RestateRuntime):
         self._tick()
         return dep.id
 
-    def process_groups(self) -> list[int]:
-        groups: list[ProcessGroup] = [h.worker.process for d in self._deployments
-                                      for h in d.hosts if h.worker._group is not None]
-        for comp in (self.toxiproxy.process, self.pg.process):
-            if comp is not None:
-                groups.append(comp)
-        return [g.pgid for g in groups]
+    def _components(self) -> tuple[ProcessGroup | None, ...]:
+        return (self.toxiproxy.process, self.pg.process)
 
 
 @dataclass(frozen=True)

@@ -951,13 +951,17 @@ class RestateRuntime:
             self._heal(t)
 
     def process_groups(self) -> list[int]:
-        """Process group ids this runtime started (for leak checks)."""
+        """Process group ids this runtime started (for leak checks): every worker's and
+        every component's (`_components`)."""
         groups: list[ProcessGroup] = [h.worker.process for d in self._deployments
                                       for h in d.hosts if h.worker._group is not None]
-        for comp in (self.restate.process, self.toxiproxy.process, self.pg.process):
-            if comp is not None:
-                groups.append(comp)
+        groups += [comp for comp in self._components() if comp is not None]
         return [g.pgid for g in groups]
+
+    def _components(self) -> tuple[ProcessGroup | None, ...]:
+        """The components' process groups (None: not started, or not ours); an engine
+        runtime built on this one names its own."""
+        return (self.restate.process, self.toxiproxy.process, self.pg.process)
 
 
 @dataclass(frozen=True)

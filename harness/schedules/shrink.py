@@ -36,7 +36,7 @@ class Shrunk:
 
 
 class _OutOfTime(Exception):
-    pass
+    """The deadline passed between two runs: the smallest failing schedule so far stands."""
 
 
 def shrink(

@@ -127,3 +127,4 @@ busy_adapter = LeanAdapter(name="lean-busy-bug", build=_busy_bug)
 busy_claimed_adapter = LeanAdapter(name="lean-busy-bug-claimed", build=_busy_bug,
                                    claims=(*CLAIMS, "busy-rule"))
 misspelled_adapter = LeanAdapter(name="lean-misspelled", claims=("busy-rul",))
+claims_nothing_adapter = LeanAdapter(name="lean-claims-nothing", claims=())
