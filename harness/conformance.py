@@ -49,7 +49,7 @@ from harness.adapters.base import (
     Runtime,
 )
 from harness.checkers.base import CheckConfig
-from harness.errors import AdapterContractError, RecordError
+from harness.errors import AdapterContractError, RecordError, RunTimeout
 from harness.history import TYPES, History, Record
 from harness.scaling import real_seconds
 
@@ -88,6 +88,13 @@ def check_adapter(adapter: Adapter) -> None:
     _Contract(adapter).check()
 
 
+def _named(exc: BaseException) -> str:
+    """'OSError: why', or the class alone for an exception without a message
+    (GeneratorExit)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class _Contract:
     def __init__(self, adapter: Adapter) -> None:
         self.adapter = adapter
@@ -110,8 +117,12 @@ class _Contract:
             # with the nearest valid kind, before any checker could pass vacuously.
             self.fail(stage, f"{what} appended a record the vocabulary refuses: {exc}",
                       "record the kinds and fields of docs/events.md")
-        except Exception as exc:
-            self.fail(stage, f"{what} raised {type(exc).__name__}: {exc}",
+        except (KeyboardInterrupt, RunTimeout):
+            raise
+        except BaseException as exc:
+            # Whatever the adapter raises, its own BaseException or a SystemExit included:
+            # a contract failure that names it, not a traceback (or an exit) out of pytest.
+            self.fail(stage, f"{what} raised {_named(exc)}",
                       "the harness calls it exactly like this during a chaos run")
 
     # -- the lifecycle
@@ -139,9 +150,11 @@ class _Contract:
         finally:
             try:
                 runtime.close()
-            except Exception as exc:
+            except (KeyboardInterrupt, RunTimeout):
+                raise
+            except BaseException as exc:
                 if not failed:
-                    self.fail("close", f"close() raised {type(exc).__name__}: {exc}",
+                    self.fail("close", f"close() raised {_named(exc)}",
                               "close() must release the runtime without raising")
 
     def face(self) -> None:

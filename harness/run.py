@@ -148,14 +148,17 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
                  "with --run-timeout or the ini key chaos_run_timeout)")
         history.add("run.error", data={"error": error})
     except KeyboardInterrupt:
-        _close(runtime)
+        _close(runtime, limit)
         raise
-    except Exception as exc:  # an adapter that crashes makes the run unknown, not the harness
+    except BaseException as exc:
+        # An adapter that crashes makes the run unknown, not the harness: whatever it raises,
+        # its own BaseException, a SystemExit(0) or a GeneratorExit included (those would
+        # otherwise end the suite with no report, or with exit status 0).
         error = f"{type(exc).__name__}: {exc}"
         if not opened:
             error = f"open() failed: {error}"
         history.add("run.error", data={"error": error})
-    closing = _close(runtime)
+    closing = _close(runtime, limit)
     error = error or closing
     elapsed = wall() - started
     if error is None:
@@ -205,16 +208,23 @@ def _known(checkers: Sequence[Checker]) -> list[str]:
     return list(dict.fromkeys([c.name for c in ALL] + [c.name for c in checkers]))
 
 
-def _close(runtime: Runtime | None) -> str | None:
-    """Close a runtime under its own limit; why it failed, or None."""
+def _close(runtime: Runtime | None, run_limit: float | None = None) -> str | None:
+    """Close a runtime under its own limit; why it failed, or None.
+
+    The limit is `CLOSE_TIMEOUT`, or the run's own when that is shorter: a runtime whose
+    close() hangs would otherwise cost every run a minute, whatever --run-timeout says.
+    """
     if runtime is None:
         return None
+    limit = CLOSE_TIMEOUT if run_limit is None else min(CLOSE_TIMEOUT, run_limit)
     try:
-        with Watchdog(CLOSE_TIMEOUT):
+        with Watchdog(limit):
             runtime.close()
     except RunTimeout:
-        return f"close() did not return within {CLOSE_TIMEOUT:g}s"
-    except Exception as exc:
+        return f"close() did not return within {limit:g}s"
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # as in run_schedule: whatever close() raises
         return f"close failed: {type(exc).__name__}: {exc}"
     return None
 

@@ -27,6 +27,7 @@ from harness.adapters.base import (
     lacking,
     world_endpoints,
 )
+from harness.checkers.base import CheckConfig
 from harness.errors import AdapterNotFound, AdapterUnavailable, DurableChaosError, UsageError
 
 __all__ = [
@@ -168,7 +169,11 @@ def load_adapter(spec: str) -> Adapter:
             f"adapter {spec!r}: module {module_name!r} has a syntax error ({exc.filename}, "
             f"line {exc.lineno}: {exc.msg}); fix the module"
         ) from None
-    except Exception as exc:  # the user's module raised while it was imported
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the user's module raised while it was imported
+        # Whatever it raised: a module that parses its command line at import (argparse)
+        # raises SystemExit, which would otherwise end the suite with its status.
         raise AdapterNotFound(
             f"adapter {spec!r}: importing module {module_name!r} raised "
             f"{type(exc).__name__}: {exc}; fix the module (run `python -c 'import "
@@ -180,12 +185,19 @@ def load_adapter(spec: str) -> Adapter:
         raise AdapterNotFound(
             f"adapter {spec!r}: module {module_name!r} has no attribute {attr!r}"
         ) from None
+    # A class is a zero-argument factory too (`ADAPTER = MyAdapter`, the () forgotten): its
+    # `open` is an unbound function, so "has open" cannot tell it from an instance.
+    factory = isinstance(obj, type) or (callable(obj) and not hasattr(obj, "open"))
     try:
-        adapter = obj() if callable(obj) and not hasattr(obj, "open") else obj
-    except Exception as exc:
+        adapter = obj() if factory else obj
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        fix = (f"make {attr} an instance ({attr} = {obj.__name__}(...)) or a class whose "
+               "constructor takes no argument" if isinstance(obj, type) else
+               "a factory must return an adapter without raising")
         raise AdapterNotFound(
-            f"adapter {spec!r}: calling {attr}() raised {type(exc).__name__}: {exc}; a "
-            "factory must return an adapter without raising"
+            f"adapter {spec!r}: calling {attr}() raised {type(exc).__name__}: {exc}; {fix}"
         ) from None
     if not hasattr(adapter, "open") or not hasattr(adapter, "name"):
         raise AdapterNotFound(
@@ -202,11 +214,25 @@ def preflight(spec: str, adapter: Adapter) -> None:
     (see `Preflight`): a missing binary or a URL that does not answer is a configuration
     error, found before the suite starts instead of as one unknown run after another.
     """
+    engine = getattr(adapter, "engine", None)
+    if engine not in ("sim", "real"):
+        raise AdapterUnavailable(f"adapter {spec!r}: engine is {engine!r}; use 'sim' "
+                                 "(deterministic, virtual time) or 'real' (real processes)")
     try:
-        adapter.check_config()
-    except Exception as exc:
+        config = adapter.check_config()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
         raise AdapterUnavailable(f"adapter {spec!r}: check_config() raised "
                                  f"{type(exc).__name__}: {exc}; fix the adapter") from None
+    # Every run judges by these thresholds: garbage here would make every run unknown.
+    if not isinstance(config, CheckConfig):
+        raise AdapterUnavailable(f"adapter {spec!r}: check_config() returned {config!r}; "
+                                 "return a harness.checkers.base.CheckConfig")
+    if not 0 < config.hand_off_after < config.max_wait:
+        raise AdapterUnavailable(f"adapter {spec!r}: check_config() has hand_off_after="
+                                 f"{config.hand_off_after} and max_wait={config.max_wait}; "
+                                 "thresholds must satisfy 0 < hand_off_after < max_wait")
     if not isinstance(adapter, Preflight):
         return
     try:
@@ -215,6 +241,8 @@ def preflight(spec: str, adapter: Adapter) -> None:
         raise AdapterUnavailable(f"adapter {spec!r} cannot run here: {exc}") from None
     except DurableChaosError as exc:  # ComponentUnavailable names the install target
         raise AdapterUnavailable(f"adapter {spec!r} cannot run here: {exc}") from None
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
         raise AdapterUnavailable(f"adapter {spec!r}: preflight() raised "
                                  f"{type(exc).__name__}: {exc}") from None

@@ -1,0 +1,286 @@
+"""A user's adapter that misbehaves, through the CLI and through the pytest plugin.
+
+The adapters are written outside the package (tests/outside_adapters/misbehaving.py), public
+API only, each broken in one way a user's can be. What must hold, whatever the breakage:
+
+- a run the harness cannot judge is "unknown", named with why in the summary and the report,
+  and the CLI exits 3, never 0;
+- a configuration error (the adapter cannot load, its check_config() or engine is wrong, its
+  claims name nothing valid) is exit 2 with one line naming the fix, nothing run or written;
+- an adapter whose open() fails on its first run ends the suite with exit 2, report written;
+- never a traceback, and the report is written whenever a run ran;
+- under pytest the contract item fails naming the broken promise (the rest is skipped), or
+  pytest stops with a usage error; never a pass.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[1]
+OUTSIDE = ROOT / "tests" / "outside_adapters"
+SCENARIO = ROOT / "scenarios" / "01-answered-in-2-minutes.toml"
+
+# (attribute, exit status, what the summary and the report name)
+UNKNOWN = [
+    ("close_raises", "close failed: OSError: the worker would not stop"),
+    ("close_hangs", "close() did not return within 2s"),
+    ("advance_raises", "ConnectionResetError: the engine closed the connection"),
+    ("advance_hangs", "timed out: the run passed its wall-clock limit of 2s"),
+    ("now_str", "TypeError: unsupported operand"),
+    ("send_custom_base", "CustomStop: the user's own BaseException"),
+    ("send_system_exit", "SystemExit: 0"),
+    ("send_generator_exit", "GeneratorExit"),
+    ("misspelled_kind", "unknown record kind 'turn.begun'"),
+    ("missing_field", "record 'tool.result' lacks required field 'outcome'"),
+]
+CANNOT_OPEN = [
+    ("open_raises", "open() failed: ConnectionRefusedError: no engine at 127.0.0.1:9"),
+    ("open_hangs", "timed out: the run passed its wall-clock limit of 2s"),
+]
+CONFIGURATION = [
+    ("config_garbage", "check_config() returned 'hand_off_after=300'; return a "
+                       "harness.checkers.base.CheckConfig"),
+    ("config_none", "check_config() returned None"),
+    ("engine_typo", "engine is 'simulator'; use 'sim'"),
+    ("claims_unknown", "unknown invariant 'busy-rul'; did you mean 'busy-rule'?"),
+    ("claims_none", "names no invariant, so a run would judge nothing"),
+    ("not_an_adapter", "is not an adapter"),
+    ("class_not_instance", "make class_not_instance an instance (class_not_instance = "
+                           "Adapter(...))"),
+    ("no_such_attribute", "module 'misbehaving' has no attribute 'no_such_attribute'"),
+]
+
+
+def _cli(mode: str, report: Path, *extra: str) -> list[str]:
+    return ["run", "--adapter", f"misbehaving:{mode}", "--adapter-path", str(OUTSIDE),
+            "--scenarios", str(SCENARIO), "--schedules", "2", "--workers", "1",
+            "--run-timeout", "2", "--report-dir", str(report), "--quiet", *extra]
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    # A user runs from their own project: nothing of this repository's tests on the path.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    return tmp_path
+
+
+def _no_traceback(text: str) -> None:
+    assert "Traceback (most recent call last)" not in text, text
+
+
+@pytest.mark.parametrize(("mode", "why"), UNKNOWN, ids=[m for m, _ in UNKNOWN])
+def test_the_cli_judges_a_broken_run_unknown_names_why_and_exits_3(
+    mode: str, why: str, elsewhere: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = elsewhere / "r"
+    assert main(_cli(mode, report)) == 3
+    out, err = capsys.readouterr()
+    _no_traceback(out + err)
+    assert err.strip().splitlines()[-1].startswith("durable-chaos: could not judge: 3 run(s) "
+                                                   "unknown")
+    assert f"misbehaving-{mode}: 3 run(s), 0 with violations, 3 unknown" in out
+    assert why in out.split("  unknown: 3 run(s), e.g. ")[1].splitlines()[0]
+    page = html.unescape((report / "index.html").read_text(encoding="utf-8"))
+    assert why in page
+    assert why in html.unescape((report / "junit.xml").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(("mode", "why"), CANNOT_OPEN, ids=[m for m, _ in CANNOT_OPEN])
+def test_the_cli_stops_with_exit_2_when_the_first_open_fails_and_writes_the_report(
+    mode: str, why: str, elsewhere: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = elsewhere / "r"
+    assert main(_cli(mode, report)) == 2
+    out, err = capsys.readouterr()
+    _no_traceback(out + err)
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"durable-chaos: error: adapter 'misbehaving:{mode}' cannot run "
+                          f"here: {why}")
+    assert (report / "index.html").is_file()
+
+
+@pytest.mark.parametrize(("mode", "fix"), CONFIGURATION, ids=[m for m, _ in CONFIGURATION])
+def test_the_cli_refuses_a_misconfigured_adapter_in_one_line_before_anything_runs(
+    mode: str, fix: str, elsewhere: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = elsewhere / "r"
+    assert main(_cli(mode, report)) == 2
+    out, err = capsys.readouterr()
+    _no_traceback(out + err)
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("durable-chaos: error: adapter ")
+    assert fix in err
+    assert not report.exists()
+
+
+MODULES = [
+    ("a syntax error", "def broken(:\n", "has a syntax error (", "line 1"),
+    ("a missing package", "import durable_chaos_no_such_package\n",
+     "cannot import module", "No module named 'durable_chaos_no_such_package'"),
+    ("argparse at import", "import argparse\nargparse.ArgumentParser().parse_args(['-x'])\n",
+     "raised SystemExit: 2; fix the module", "import"),
+    ("a BaseException at import", "class Stop(BaseException):\n    pass\nraise Stop('no')\n",
+     "raised Stop: no; fix the module", "import"),
+    ("no ADAPTER", "X = 1\n", "has no attribute 'ADAPTER'", "misbehaving_module"),
+    ("ADAPTER is None", "ADAPTER = None\n", "is not an adapter", "open(ctx)"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "names", "also"), MODULES,
+                         ids=[m[0] for m in MODULES])
+def test_an_adapter_module_that_cannot_load_is_one_line_and_exit_2(
+    case: str, body: str, names: str, also: str, elsewhere: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    where = elsewhere / "adapters"
+    where.mkdir()
+    module = f"misbehaving_module_{abs(hash(case)) % 10**8}"
+    (where / f"{module}.py").write_text(body, encoding="utf-8")
+    code = main(["run", "--adapter", f"{module}:ADAPTER", "--adapter-path", str(where),
+                 "--scenarios", str(SCENARIO), "--schedules", "0", "--report-dir",
+                 str(elsewhere / "r"), "--quiet"])
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    _no_traceback(out + err)
+    # The module's own output comes first (argparse prints its usage); ours is one line.
+    ours = [line for line in err.splitlines() if line.startswith("durable-chaos:")]
+    assert len(ours) == 1 and err.strip().endswith(ours[0]), err
+    assert names in ours[0] and also in ours[0]
+    assert not (elsewhere / "r").exists()
+
+
+def test_a_runtime_that_prints_a_lot_is_judged_as_any_other(
+    elsewhere: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = elsewhere / "r"
+    assert main(_cli("noisy", report)) == 0
+    out = capsys.readouterr().out
+    assert "engine log line 1999" in out  # its output is its own business
+    assert "misbehaving-noisy: 3 run(s), 0 with violations, 0 unknown" in out
+    assert (report / "index.html").is_file()
+
+
+# ---------------------------------------------------------------------------- the plugin
+
+CONTRACT = [
+    ("open_raises", "open: open(ctx) raised ConnectionRefusedError: no engine at 127.0.0.1:9"),
+    ("open_hangs", "the contract check passed the wall-clock limit of 2s"),
+    ("close_raises", "close: close() raised OSError: the worker would not stop"),
+    ("close_hangs", "the contract check passed the wall-clock limit of 2s"),
+    ("advance_raises", "raised ConnectionResetError: the engine closed the connection"),
+    ("advance_hangs", "the contract check passed the wall-clock limit of 2s"),
+    ("now_str", "now() returned '0.0'; return seconds since the run started"),
+    ("now_backwards", "advance(until) must let the runtime run until `until`"),
+    ("send_custom_base", "send_message('contract-s1', ...) raised CustomStop: the user's own "
+                         "BaseException;"),
+    ("send_system_exit", "send_message('contract-s1', ...) raised SystemExit: 0;"),
+    ("send_generator_exit", "send_message('contract-s1', ...) raised GeneratorExit;"),
+    ("misspelled_kind", "unknown record kind 'turn.begun'"),
+    ("missing_field", "lacks required field 'outcome'"),
+]
+PLUGIN_USAGE = [(mode, fix) for mode, fix in CONFIGURATION]
+
+
+@pytest.fixture(scope="module")
+def contract_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path]:
+    """One pytest session, in a subprocess, with every broken adapter (and the control) at
+    once: each gets its own contract item. A subprocess, so that a broken adapter cannot take
+    the test process with it."""
+    project = tmp_path_factory.mktemp("project")
+    shutil.copy(OUTSIDE / "misbehaving.py", project / "misbehaving.py")
+    shutil.copy(SCENARIO, project / "one.toml")
+    (project / "pytest.ini").write_text("[pytest]\npythonpath = .\n", encoding="utf-8")
+    specs = ",".join(f"misbehaving:{mode}" for mode, _ in [*CONTRACT, ("well_behaved", "")])
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+         f"--chaos-adapter={specs}", "--chaos-scenarios=one.toml", "--chaos-schedules=1",
+         "--chaos-seed=1", "--chaos-run-timeout=2", "--chaos-report=out", "-rA"],
+        cwd=project, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return proc.returncode, proc.stdout + proc.stderr, project
+
+
+def _section(text: str, mode: str) -> str:
+    """The failure text of adapter `mode`'s contract item."""
+    head = f" durable-chaos: misbehaving:{mode} contract "
+    assert head in text, text[-3000:]
+    return text.split(head, 1)[1].split("\n_____", 1)[0].split("\n=====", 1)[0]
+
+
+@pytest.mark.parametrize(("mode", "why"), CONTRACT, ids=[m for m, _ in CONTRACT])
+def test_the_plugin_fails_the_contract_item_naming_the_broken_promise(
+    mode: str, why: str, contract_session: tuple[int, str, Path]
+) -> None:
+    status, text, project = contract_session
+    assert status == pytest.ExitCode.TESTS_FAILED
+    _no_traceback(text)
+    section = _section(text, mode)
+    assert f"AdapterContractError: adapter 'misbehaving-{mode}': " in section
+    assert not [line for line in section.splitlines() if line.startswith("E ")], section
+    assert why in section
+    # The scenario and the 8 generated items are skipped, never passed.
+    assert [line for line in text.splitlines() if line.startswith("SKIPPED [9] ") and
+            f"adapter misbehaving:{mode} breaks the adapter contract" in line], text[-3000:]
+    assert f"PASSED durable-chaos::misbehaving:{mode}::" not in text
+    assert (project / "out" / "index.html").is_file()
+
+
+def test_the_plugin_passes_a_well_behaved_adapter_from_outside(
+    contract_session: tuple[int, str, Path],
+) -> None:
+    # The control: the module's adapter that keeps its promises passes every item.
+    _, text, _ = contract_session
+    passed = [line for line in text.splitlines()
+              if line.startswith("PASSED durable-chaos::misbehaving:well_behaved::")]
+    assert len(passed) == 10, text[-3000:]
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    shutil.copy(OUTSIDE / "misbehaving.py", pytester.path / "misbehaving.py")
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    return pytester
+
+
+@pytest.mark.parametrize(("mode", "fix"), PLUGIN_USAGE, ids=[m for m, _ in PLUGIN_USAGE])
+def test_the_plugin_stops_on_a_misconfigured_adapter_with_one_line(
+    mode: str, fix: str, project: pytest.Pytester
+) -> None:
+    # In process: a usage error stops pytest before any adapter code beyond loading runs.
+    result = project.runpytest_inprocess("-p", "no:cacheprovider",
+                                         f"--chaos-adapter=misbehaving:{mode}")
+    err = result.stderr.str().strip()
+    _no_traceback(result.stdout.str() + err)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("ERROR: --chaos-adapter on the command line: adapter ")
+    assert fix in err
+
+
+def test_a_module_that_exits_at_import_is_a_usage_error_under_pytest(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(exits_at_import=textwrap.dedent("""
+        import sys
+        sys.exit(0)
+    """))
+    result = project.runpytest_inprocess("-p", "no:cacheprovider",
+                                         "--chaos-adapter=exits_at_import:ADAPTER")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --chaos-adapter on the command line: adapter "
+                                 "'exits_at_import:ADAPTER': importing module "
+                                 "'exits_at_import' raised SystemExit: 0; fix the module*"])
