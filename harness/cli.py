@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 from harness.errors import ComponentUnavailable, Terminated, UsageError, WorkerLost
 from harness.outcome import RunOutcome, SuiteOutcome, printable
@@ -49,8 +50,21 @@ The report is written to REPORT_DIR/index.html and REPORT_DIR/junit.xml.
 EXIT_OK, EXIT_VIOLATIONS, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors in one line like every other usage error (its own print
+    the whole usage first, which buries the line that says what is wrong)."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = ""
+        if "expected one argument" in message:
+            # `--run-timeout -1s`: argparse takes a value that starts with '-' for an option.
+            hint = " (give it a value; one that starts with '-' goes after '=': --option=VALUE)"
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {printable(message)}{hint}; see "
+                              f"`{self.prog} --help`\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="durable-chaos",
         description="Chaos harness for durable agent runtimes: runs scenarios and generated "
         "schedules with GC pauses, crashes, redeploys, provider faults and network faults, "
@@ -200,6 +214,9 @@ def _run_timeout(value: str | None) -> float | None:
 
 def _report_dir(value: str) -> Path:
     """The report directory, created and writable, or a UsageError saying why not."""
+    if not value.strip():
+        # Path("") is the current directory: the report would land among the user's files.
+        raise UsageError("--report-dir: empty; give a directory such as reports")
     path = Path(value)
     option = f"--report-dir {value}"
     if path.exists() and not path.is_dir():
@@ -220,6 +237,10 @@ def load_scenarios(specs: Sequence[str] | None) -> list[Schedule]:
     from harness.schedules.library import default_sources, resolve_all
     from harness.schedules.scenario_file import load_scenario
 
+    if specs and any(not spec.strip() for spec in specs):
+        # Path("") is the current directory, which would be searched for *.toml instead.
+        raise UsageError("--scenarios: empty; give a scenario file, a directory of them, "
+                         "'builtin', 'builtin:real' or 'none'")
     sources = default_sources(Path.cwd()) if not specs else resolve_all(specs)
     return [load_scenario(f) for source in sources for f in source.files]
 

@@ -275,7 +275,7 @@ def _resolve(config: pytest.Config) -> ChaosSettings | None:
         adapters=tuple(specs),
         seed=seed,
         schedules=schedules,
-        report_dir=_path_option(config, "--chaos-report", "chaos_report"),
+        report_dir=_report_dir(config),
         scenarios=_scenarios_path(config),
         seed_note=note,
         run_timeout=_run_timeout(config),
@@ -390,6 +390,31 @@ def _path_option(config: pytest.Config, flag: str, ini: str) -> Path | None:
         return None
     path = Path(str(raw).strip()).expanduser()
     return path if path.is_absolute() else source.base_dir(where) / path
+
+
+def _report_dir(config: pytest.Config) -> Path | None:
+    """`--chaos-report`, created and checked now: found only at the end of the session, a
+    report that cannot be written would cost the whole run."""
+    path = _path_option(config, "--chaos-report", "chaos_report")
+    if path is None:
+        return None
+    _, where = _Source(config, "--chaos-report", "chaos_report").value()
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing == path else f"is under the file {existing}"
+        raise pytest.UsageError(f"{where}: {path} {what}, not a directory; give a directory")
+    try:
+        # Written to, not asked (os.access): root may write anywhere the kernel refuses.
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".durable-chaos-write-check"
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        raise pytest.UsageError(f"{where}: cannot write to {path} ({exc.strerror or exc}); "
+                                "give a directory you can write to") from None
+    return path
 
 
 def _scenarios_path(config: pytest.Config) -> Path | None:

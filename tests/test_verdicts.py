@@ -196,8 +196,11 @@ def test_restate_urls_that_do_not_answer_are_exit_2_naming_the_option(
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    monkeypatch.delenv("DURABLE_CHAOS_RESTATE_INGRESS_URL", raising=False)
-    monkeypatch.delenv("DURABLE_CHAOS_RESTATE_ADMIN_URL", raising=False)
+    for name in ("DURABLE_CHAOS_RESTATE_INGRESS_URL", "DURABLE_CHAOS_RESTATE_ADMIN_URL"):
+        # Set, then deleted: monkeypatch then removes what main() sets there (use_restate),
+        # which would otherwise leak into every later test's replay commands.
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     code = main(_run("--adapter", "reference-restate", "--restate-ingress-url",
                      f"http://127.0.0.1:{port}", "--restate-admin-url",
                      f"http://127.0.0.1:{port}", report=tmp_path / "r"))

@@ -153,6 +153,9 @@ def load_adapter(spec: str) -> Adapter:
             "(see `durable-chaos adapters`)"
         )
     module_name, _, attr = spec.partition(":")
+    if not module_name.strip() or not attr.strip():
+        raise AdapterNotFound(f"adapter {spec!r}: expected 'package.module:attribute', both "
+                              "parts named (see `durable-chaos adapters`)")
     # Like uvicorn or pytest, a user's adapter module is found from the directory they run in.
     cwd = os.getcwd()
     if cwd not in sys.path:

@@ -8,7 +8,7 @@ from typing import Any
 
 from contract.faultpoints import POINTS
 from harness.errors import ScenarioError
-from harness.schedules.model import ACTIONS, Schedule, Step, parse_duration
+from harness.schedules.model import ACTIONS, Schedule, Step, format_duration, parse_duration
 from harness.world import DEFAULT_TOOLS, PROVIDER_FAULTS
 
 _TOP = {"name", "description", "seed", "hosts", "horizon", "expect", "step"}
@@ -65,10 +65,21 @@ def parse_scenario(data: dict[str, Any], where: str, default_name: str) -> Sched
         horizon = _duration(data["horizon"], where, "horizon")
     expect = _expect(data.get("expect", {}), where)
     raw_steps = data.get("step", [])
-    if not isinstance(raw_steps, list) or not raw_steps:
+    if not isinstance(raw_steps, list):
+        raise ScenarioError(where, "step", f"expected [[step]] tables, got {raw_steps!r}",
+                            'write each step as a [[step]] block with at = "0s" and do = ...')
+    if not raw_steps:
         raise ScenarioError(where, "step", "a scenario needs at least one [[step]]",
                             'add [[step]] with at = "0s" and do = "message"')
     steps = tuple(_step(raw, where, i) for i, raw in enumerate(raw_steps))
+    if horizon is not None:
+        # The runner applies every step, then runs to the horizon: a step after it would run
+        # past the end the file sets, and a checker's bound (liveness) would not cover it.
+        late = max(range(len(steps)), key=lambda i: steps[i].at)
+        if steps[late].at > horizon:
+            raise ScenarioError(where, "horizon", f"{format_duration(horizon)!r} ends the run "
+                                f"before step[{late}] at {format_duration(steps[late].at)!r}",
+                                "set the horizon after the last step, or leave it out")
     return Schedule(
         name=name,
         steps=tuple(sorted(steps, key=lambda s: s.at)),
