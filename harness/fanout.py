@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.adapters import Adapter, load_adapter
-from harness.errors import UsageError, WorkerLost
+from harness.errors import DurableChaosError, UsageError, WorkerLost
 from harness.exploration import Exploration, _schedule_from, explore
 from harness.outcome import RunOutcome
 from harness.run import _REAL, RunOptions, _replay, _slug, wall
@@ -229,10 +229,9 @@ class RayCluster:
             raise UsageError("--ray needs Ray: pip install 'durable-chaos[ray]'") from None
         self._ray = ray
         self._started = not ray.is_initialized()
-        # A user's adapter module is found from the directory they run in (load_adapter);
-        # Ray workers start elsewhere, so they get it on their path.
-        env = {"env_vars": {"PYTHONPATH": os.pathsep.join(
-            [os.getcwd(), *filter(None, [os.environ.get("PYTHONPATH")])])}}
+        # A user's adapter module is found from the directory they run in (load_adapter) or
+        # from an --adapter-path; Ray workers start elsewhere, with neither on their path.
+        env = {"env_vars": {"PYTHONPATH": os.pathsep.join(worker_path())}}
         if self._started:
             if address == "local":
                 ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False,
@@ -249,11 +248,29 @@ class RayCluster:
         self._refs.append(self._task.remote(job))
 
     def next_result(self) -> BatchResult:
+        from ray.exceptions import RayError, RayTaskError
+
         while True:
             done, self._refs = self._ray.wait(self._refs, num_returns=1, timeout=0.2)
-            if done:
+            if not done:
+                continue
+            try:
                 result: BatchResult = self._ray.get(done[0])
-                return result
+            except RayTaskError as exc:
+                # The batch raised on a node: the harness's own error (an adapter that does
+                # not load there) is raised here as itself, one line; anything else is a
+                # worker that could not run its batch, not a traceback from another machine.
+                cause = exc.cause
+                if isinstance(cause, DurableChaosError):
+                    raise cause from None
+                raise WorkerLost(f"a Ray task failed while it ran a batch of generated "
+                                 f"schedules: {type(cause).__name__}: {cause}; rerun with "
+                                 "--workers 1 to see it in one process") from None
+            except RayError as exc:  # the worker died (killed, out of memory), the node left
+                raise WorkerLost(f"a Ray worker was lost while it ran a batch of generated "
+                                 f"schedules ({type(exc).__name__}); what it ran is lost") \
+                    from None
+            return result
 
     def close(self, abort: bool) -> None:
         if abort:
@@ -262,6 +279,17 @@ class RayCluster:
         self._refs = []
         if self._started:
             self._ray.shutdown()
+
+
+def worker_path() -> list[str]:
+    """What a worker that does not fork from this process needs on its PYTHONPATH to load
+    the adapters this process loaded: the --adapter-path directories, the directory it runs
+    in (load_adapter searches it) and this process's own PYTHONPATH."""
+    from harness.replay import _adapter_paths  # the --adapter-path directories, in order
+
+    paths = [*_adapter_paths, os.getcwd(),
+             *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return list(dict.fromkeys(paths))
 
 
 def backend_for(workers: int | None, ray: str | None) -> Backend:

@@ -15,7 +15,7 @@ from typing import Any
 
 import harness.schedules.library as scenario_library
 from harness.adapters import load_adapter
-from harness.errors import AdapterUnavailable, Terminated, WorkerLost
+from harness.errors import AdapterUnavailable, Terminated, UsageError, WorkerLost
 from harness.exploration import _suite_freezer
 from harness.fanout import default_workers, explore_fanned
 from harness.outcome import RunOutcome, SuiteOutcome
@@ -87,7 +87,7 @@ def run_suite(
     complete = True
     interrupted: str | None = None
     cannot_open: _CannotOpen | None = None
-    lost: WorkerLost | None = None
+    lost: WorkerLost | UsageError | None = None
     total = len(adapters) * (len(scenarios) + schedules)
     bar = Progress(total, stream, progress)
     if report_dir is not None:
@@ -140,10 +140,13 @@ def run_suite(
         except _CannotOpen as exc:
             complete = False
             cannot_open = exc
-        except WorkerLost as exc:
+        except (WorkerLost, UsageError) as exc:
+            # A worker lost, or a usage error found only by a worker (an adapter that does
+            # not load on a Ray node): the report of what ran is written, then it is raised.
             complete = False
             lost = exc
-            bar.message(f"{exc}; writing the report of what ran so far")
+            if isinstance(exc, WorkerLost):  # a usage error is printed once, by the CLI
+                bar.message(f"{exc}; writing the report of what ran so far")
         except KeyboardInterrupt as exc:
             complete = False
             interrupted = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
