@@ -35,6 +35,7 @@ import json
 import math
 import os
 import random
+import signal
 import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -171,6 +172,9 @@ class ChaosState:
     report: str | None = None  # where the report went, or why it did not
     # Why the suite is not collected in this session (paths that do not select it), or None.
     not_selected: str | None = None
+    # SIGTERM received (see _stop_on_sigterm), and the handler it replaced.
+    terminated: bool = False
+    previous_sigterm: Any = None
 
     def options(self, spec: str) -> RunOptions:
         from harness.runner import RunOptions
@@ -471,11 +475,44 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = ChaosState(settings, adapters, scenarios,
                                      not_selected=_not_selected(config, settings))
     config.addinivalue_line("markers", f"{MARKER}: an item of the durable-chaos suite")
+    _stop_on_sigterm(config.stash[STATE])
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(config), "durable-chaos-xdist")
     cache = getattr(config, "cache", None)
     if cache is not None and getattr(config, "workerinput", None) is None:
         cache.set(CACHE_KEY, settings.seed)
+
+
+def _stop_on_sigterm(state: ChaosState) -> None:
+    """SIGTERM (a cancelled CI job) stops the session the way Ctrl-C does, as under the CLI:
+    the open runtime is closed, the report of what ran is written marked incomplete, and
+    pytest exits 143. By default SIGTERM kills pytest at once: no report, nothing closed.
+
+    Only in place of the default disposition (a project's own handler is left alone), and
+    only on the main thread, where Python delivers signals.
+    """
+    from harness.errors import Terminated
+
+    def stop(signum: int, frame: object) -> None:
+        state.terminated = True
+        raise Terminated(signum)
+
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+        state.previous_sigterm = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread
+        return
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = chaos_state(config)
+    if state is not None and state.previous_sigterm is not None:
+        try:
+            signal.signal(signal.SIGTERM, state.previous_sigterm)
+        except ValueError:  # pragma: no cover - configured on the main thread
+            pass
+        state.previous_sigterm = None
 
 
 def _claims_checked(adapter: Adapter, invariants: tuple[str, ...] | None) -> None:
@@ -596,6 +633,9 @@ def pytest_make_collect_report(
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     state = chaos_state(config)
+    if state is not None and state.terminated:
+        # As the CLI: 128 + SIGTERM, not pytest's 2 for Ctrl-C.
+        session.exitstatus = 128 + signal.SIGTERM
     if state is None or state.settings.report_dir is None:
         return
     workeroutput = getattr(config, "workeroutput", None)
@@ -614,8 +654,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         seed=state.settings.seed,
         runs=tuple(state.runs),
         wall_time=time.perf_counter() - state.started,
-        complete=exitstatus not in (pytest.ExitCode.INTERRUPTED,),
-        interrupted="SIGINT" if exitstatus == pytest.ExitCode.INTERRUPTED else None,
+        complete=exitstatus != pytest.ExitCode.INTERRUPTED and not state.terminated,
+        interrupted=("SIGTERM" if state.terminated else
+                     "SIGINT" if exitstatus == pytest.ExitCode.INTERRUPTED else None),
         environment=environment(),
         shrunk=tuple(state.shrunk),
         scenario_sets=describe_sets(state.scenarios),

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,14 @@ def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(sys, "path", list(sys.path))
     _quiet(capsys)
     return tmp_path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _collect_after() -> Iterator[None]:
+    """The runs cut short here leave garbage behind (see `_quiet`): collected before the
+    next test file starts, so that its warnings never land in another file's stderr."""
+    yield
+    gc.collect()
 
 
 def _quiet(capsys: pytest.CaptureFixture[str]) -> None:
