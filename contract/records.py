@@ -21,6 +21,7 @@ vocabulary are closed, so `turn.begun` is a typo, not a new kind.
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -382,23 +383,63 @@ def nearest(kind: str, n: int = 1) -> list[str]:
     return difflib.get_close_matches(kind, list(KINDS), n=n, cutoff=0.6)
 
 
+@functools.lru_cache(maxsize=4096)
 def unknown_kind(kind: str) -> str | None:
     """Why `kind` may not be recorded, or None if it is a kind of the vocabulary or of an
-    adapter's own namespace."""
+    adapter's own namespace.
+
+    The hint works within the namespace: 'turn.begun' lists the turn.* kinds (and names the
+    closest verb among them only when one is close, so 'begun' does not read as 'ended'
+    because both start with 'turn.'). A namespace one typo away from the vocabulary's with
+    one of its verbs ('trun.started') is a typo too, not an adapter's own record.
+    """
     if kind in _REQUIRED:
         return None
-    namespace, dot, rest = kind.partition(".")
-    if dot and rest and namespace not in NAMESPACES:
-        return None  # an adapter's own diagnostics ('myengine.started'): nobody judges them
+    namespace, dot, verb = kind.partition(".")
+    verbs = _verbs()
+    if dot and verb and namespace not in NAMESPACES:
+        near = _typo_namespace(namespace, verb, verbs)
+        if near is None:
+            return None  # an adapter's own diagnostics ('myengine.started'): nobody judges them
+        return (f"unknown record kind {kind!r}: did you mean {near!r}? {namespace!r} is a typo "
+                f"of the vocabulary's namespace {near.partition('.')[0]!r}, not a namespace of "
+                f"your own. {_WHERE}")
+    if dot and namespace in verbs:
+        listed = f"{namespace}.* kinds: {', '.join(verbs[namespace])}."
+        close = difflib.get_close_matches(verb, verbs[namespace], n=1, cutoff=0.6)
+        hint = f"did you mean '{namespace}.{close[0]}'? " if close else ""
+        return f"unknown record kind {kind!r}: {hint}{listed} {_WHERE}"
     guesses = nearest(kind, 3)
     hint = ""
     if guesses:
         hint = f"did you mean {guesses[0]!r}? "
         if guesses[1:]:
             hint += f"Also close: {', '.join(map(repr, guesses[1:]))}. "
-    return (f"unknown record kind {kind!r}: {hint}The kinds are listed in docs/events.md "
-            "(contract.records.KINDS); an adapter's own records go under a namespace of its "
-            "own, e.g. 'myengine.started'")
+    return f"unknown record kind {kind!r}: {hint}{_WHERE}"
+
+
+_WHERE: Final = ("The kinds are listed in docs/events.md (contract.records.KINDS); an adapter's "
+                 "own records go under a namespace of its own, e.g. 'myengine.started'")
+
+
+@functools.cache
+def _verbs() -> dict[str, list[str]]:
+    """Namespace -> the verbs of its kinds, in the vocabulary's order."""
+    verbs: dict[str, list[str]] = {}
+    for name in KINDS:
+        namespace, dot, verb = name.partition(".")
+        if dot:
+            verbs.setdefault(namespace, []).append(verb)
+    return verbs
+
+
+def _typo_namespace(namespace: str, verb: str, verbs: Mapping[str, list[str]]) -> str | None:
+    """The vocabulary kind `namespace.verb` misspells, when its namespace is one typo from a
+    vocabulary namespace that has exactly this verb; else None (a namespace of its own)."""
+    for near in difflib.get_close_matches(namespace, list(verbs), n=3, cutoff=0.75):
+        if verb in verbs[near]:
+            return f"{near}.{verb}"
+    return None
 
 
 def missing_field(kind: str, fields: Mapping[str, object],

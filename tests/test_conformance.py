@@ -214,7 +214,8 @@ BREAKS = [
      "deployment 'dep-elsewhere'"),
     (GhostDeploy, "deploy: deploy('v2') returned 'dep9' but recorded no deployment.registered"),
     (TypoKind, "message and answer: send_message('contract-s1', ...) appended a record the "
-     "vocabulary refuses: unknown record kind 'turn.begun': did you mean 'turn.ended'?"),
+     "vocabulary refuses: unknown record kind 'turn.begun': turn.* kinds: started, waiting, "
+     "resumed, ended, held."),
     (TimeTravel, "history: time goes backwards"),
     (Undeployed, "finish: finish() appended a record the vocabulary refuses: record "
      "'invocation.started' lacks required field 'deployment'"),
