@@ -180,6 +180,10 @@ def _fan_out(args: argparse.Namespace) -> tuple[int | None, str | None]:
         raise UsageError("--ray: expected a Ray address such as 127.0.0.1:6379 or 'local'")
     if ray is not None and importlib.util.find_spec("ray") is None:
         raise UsageError("--ray: Ray is not installed here; pip install 'durable-chaos[ray]'")
+    if ray is not None:
+        from harness.fanout import check_ray_address
+
+        check_ray_address(ray.strip())
     return workers, ray
 
 

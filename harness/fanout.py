@@ -281,6 +281,28 @@ class RayCluster:
             self._ray.shutdown()
 
 
+def check_ray_address(address: str, timeout: float = 5.0) -> None:
+    """A `UsageError` unless `address` ('local', 'auto', or a head's HOST:PORT, with or
+    without 'ray://') answers: `ray.init` retries a dead address for minutes, logging,
+    instead of failing."""
+    import socket
+
+    if address in ("local", "auto"):
+        return
+    target = address.removeprefix("ray://")
+    host, colon, port = target.rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise UsageError(f"--ray {address}: expected 'local' or a Ray head's address such as "
+                         "127.0.0.1:6379")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--ray {address}: nothing answers there ({exc.strerror or exc}); "
+                         "start the cluster's head (`ray start --head`) and give its "
+                         "address, or use --ray local") from None
+
+
 def worker_path() -> list[str]:
     """What a worker that does not fork from this process needs on its PYTHONPATH to load
     the adapters this process loaded: the --adapter-path directories, the directory it runs

@@ -126,6 +126,8 @@ OPTIONS = [
     (["--run-timeout=-1s"], "--run-timeout: expected a duration like"),
     (["--bogus"], "unrecognized arguments: --bogus; see `durable-chaos --help`"),
     (["--ray", ""], "--ray: expected a Ray address such as 127.0.0.1:6379 or 'local'"),
+    (["--ray", "nonsense"], "--ray nonsense: expected 'local' or a Ray head's address such "
+                            "as 127.0.0.1:6379"),
     (["--report-dir", ""], "--report-dir: empty; give a directory such as reports"),
     (["--scenarios", ""], "--scenarios: empty; give a scenario file"),
     (["--adapter", ":"], "adapter ':': expected 'package.module:attribute', both parts named"),
@@ -201,3 +203,29 @@ def test_a_bad_ini_key_is_one_usage_error_line(line: str, names: str,
     assert "Traceback" not in err
     assert len(err.splitlines()) == 1, err
     assert err.startswith(f"ERROR: {names.format(path=pytester.path)}"), err
+
+
+def test_a_ray_address_where_nothing_answers_is_one_line_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ray.init retries a dead address for minutes; the CLI refuses it before anything runs.
+    import importlib.util
+    import os
+    import socket
+
+    if importlib.util.find_spec("ray") is None:  # pragma: no cover - the test extra has it
+        assert os.environ.get("CI") != "true", "Ray is missing: pip install -e '.[test]'"
+        pytest.skip("Ray is not installed: pip install -e '.[test]' (or '.[ray]')")
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", "--scenarios", str(SCENARIO), "--schedules", "10", "--quiet",
+                 "--ray", f"127.0.0.1:{port}"])
+    assert code == 2
+    assert _one_line(capsys) == (f"durable-chaos: error: --ray 127.0.0.1:{port}: nothing "
+                                 "answers there (Connection refused); start the cluster's "
+                                 "head (`ray start --head`) and give its address, or use "
+                                 "--ray local")
+    assert list(tmp_path.iterdir()) == []
