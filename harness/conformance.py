@@ -47,6 +47,7 @@ from harness.adapters.base import (
     Redeployable,
     RunContext,
     Runtime,
+    not_a_runtime,
 )
 from harness.checkers.base import CheckConfig
 from harness.errors import AdapterContractError, RecordError, RunTimeout
@@ -183,12 +184,10 @@ class _Contract:
         self.config = config
 
     def runtime_face(self, runtime: Any) -> None:
-        if not isinstance(runtime, Runtime):
-            missing = [name for name in ("world", "now", "advance", "send_message", "answer",
-                                         "finish", "close")
-                       if not hasattr(runtime, name)]
-            self.fail("open", f"open(ctx) returned {type(runtime).__name__}, which lacks "
-                      f"{', '.join(missing)}", "return a harness.adapters.base.Runtime")
+        wrong = not_a_runtime(runtime)
+        if wrong is not None:
+            problem, _, fix = wrong.partition("; ")
+            self.fail("open", problem, fix)
         world = runtime.world
         for path in ("cards.open_cards", "directory.revoke", "directory.grant",
                      "provider.inject"):

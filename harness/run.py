@@ -34,6 +34,7 @@ from harness.adapters import (
     lacking,
     world_endpoints,
 )
+from harness.adapters.base import not_a_runtime
 from harness.checkers import ALL
 from harness.checkers.base import CheckConfig, Checker, Result, run_checkers
 from harness.clock import wall_clock_follows
@@ -122,6 +123,8 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         # after it fired the runtime is only closed, never driven again.
         with Watchdog(limit):
             runtime = adapter.open(ctx)
+            if (wrong := not_a_runtime(runtime)) is not None:  # as an open() that fails
+                raise TypeError(wrong)
             # A misspelled declaration is the adapter's configuration error: it stops here,
             # as an open() that fails (the suite ends with exit 2), not step by step.
             world_endpoints(runtime)

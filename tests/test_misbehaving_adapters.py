@@ -51,12 +51,16 @@ UNKNOWN = [
 CANNOT_OPEN = [
     ("open_raises", "open() failed: ConnectionRefusedError: no engine at 127.0.0.1:9"),
     ("open_hangs", "timed out: the run passed its wall-clock limit of 2s"),
+    ("open_returns_none", "open() failed: TypeError: open(ctx) returned NoneType, which lacks "
+                          "world, now, advance, send_message, answer, finish, close; return a "
+                          "harness.adapters.base.Runtime"),
 ]
 CONFIGURATION = [
     ("config_garbage", "check_config() returned 'hand_off_after=300'; return a "
                        "harness.checkers.base.CheckConfig"),
     ("config_none", "check_config() returned None"),
     ("engine_typo", "engine is 'simulator'; use 'sim'"),
+    ("name_none", "name is None; give it a non-empty str name"),
     ("claims_unknown", "unknown invariant 'busy-rul'; did you mean 'busy-rule'?"),
     ("claims_none", "names no invariant, so a run would judge nothing"),
     ("not_an_adapter", "is not an adapter"),
@@ -199,6 +203,7 @@ def test_a_runtime_that_prints_a_lot_is_judged_as_any_other(
 CONTRACT = [
     ("open_raises", "open: open(ctx) raised ConnectionRefusedError: no engine at 127.0.0.1:9"),
     ("open_hangs", "the contract check passed the wall-clock limit of 2s"),
+    ("open_returns_none", "open: open(ctx) returned NoneType, which lacks world, now, advance"),
     ("close_raises", "close: close() raised OSError: the worker would not stop"),
     ("close_hangs", "the contract check passed the wall-clock limit of 2s"),
     ("advance_raises", "raised ConnectionResetError: the engine closed the connection"),

@@ -217,6 +217,10 @@ def preflight(spec: str, adapter: Adapter) -> None:
     (see `Preflight`): a missing binary or a URL that does not answer is a configuration
     error, found before the suite starts instead of as one unknown run after another.
     """
+    name = getattr(adapter, "name", None)
+    if not isinstance(name, str) or not name.strip():
+        raise AdapterUnavailable(f"adapter {spec!r}: name is {name!r}; give it a non-empty "
+                                 "str name (the report and the run directories use it)")
     engine = getattr(adapter, "engine", None)
     if engine not in ("sim", "real"):
         raise AdapterUnavailable(f"adapter {spec!r}: engine is {engine!r}; use 'sim' "

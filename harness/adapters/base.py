@@ -69,6 +69,19 @@ class Runtime(Protocol):
     def close(self) -> None: ...
 
 
+RUNTIME_MEMBERS: tuple[str, ...] = ("world", "now", "advance", "send_message", "answer",
+                                    "finish", "close")
+
+
+def not_a_runtime(runtime: object) -> str | None:
+    """Why what `open(ctx)` returned is not a `Runtime` (the members it lacks), or None."""
+    missing = [name for name in RUNTIME_MEMBERS if not hasattr(runtime, name)]
+    if not missing:
+        return None
+    return (f"open(ctx) returned {type(runtime).__name__}, which lacks {', '.join(missing)}; "
+            "return a harness.adapters.base.Runtime")
+
+
 @runtime_checkable
 class Backgroundable(Protocol):
     """A runtime whose tool calls can be sent to the background (the turn resumes with a

@@ -114,6 +114,8 @@ class Adapter:
             raise ConnectionRefusedError("no engine at 127.0.0.1:9")
         if self.mode == "open_hangs":
             _hang()
+        if self.mode == "open_returns_none":
+            return None  # type: ignore[return-value]
         return Runtime(ctx, self.mode)
 
 
@@ -134,6 +136,7 @@ BROKEN: dict[str, str] = {
     "config_garbage": "check_config() returns a str",
     "config_none": "check_config() returns None",
     "noisy": "prints thousands of lines to stdout",
+    "open_returns_none": "open() returns None",
 }
 
 for _mode in BROKEN:
@@ -143,6 +146,7 @@ claims_unknown = Adapter("claims_unknown", name="misbehaving-claims", claims=("b
 claims_none = Adapter("claims_none", name="misbehaving-claims-none", claims=())
 claims_str = Adapter("claims_str", name="misbehaving-claims-str", claims="pinning-bound")
 engine_typo = Adapter("engine_typo", name="misbehaving-engine", engine="simulator")
+name_none = Adapter("", name=None)  # type: ignore[arg-type]
 not_an_adapter = 42
 class_not_instance = Adapter  # the class itself: a user who forgot the ()
 well_behaved = Adapter("", name="well-behaved")
