@@ -131,9 +131,11 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
             opened = True
             with follow_wall_clock(runtime, adapter.engine):
                 messages: dict[str, int] = {}
+                now = 0.0
                 for number, step in enumerate(schedule.steps):
                     runtime.advance(step.at)
-                    late = runtime.now() - step.at
+                    now = _now(runtime, now)
+                    late = now - step.at
                     if late > LATE_AFTER:
                         notes.append(f"step {number} ({_step_label(step)}) applied "
                                      f"{fmt_duration(late)} late")
@@ -230,6 +232,20 @@ def _close(runtime: Runtime | None, run_limit: float | None = None) -> str | Non
     except BaseException as exc:  # as in run_schedule: whatever close() raises
         return f"close failed: {type(exc).__name__}: {exc}"
     return None
+
+
+def _now(runtime: Runtime, before: float) -> float:
+    """The runtime's clock, which every step's time is read against: a finite number that
+    never goes back (else the run is unknown, naming it: a clock that lies makes every
+    "applied late" and the horizon meaningless)."""
+    now = runtime.now()
+    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+        raise TypeError(f"now() returned {now!r}; return the seconds since the run started, "
+                        "a finite float")
+    if now < before - 1e-6:
+        raise ValueError(f"now() went back from {before:g}s to {now:g}s; a runtime's clock "
+                         "never goes backwards")
+    return float(now)
 
 
 def _step_label(step: Step) -> str:

@@ -46,7 +46,7 @@ class Runtime:
         self._now_calls += 1
         if self.mode == "now_str":
             return str(self._engine.now())
-        if self.mode == "now_backwards" and self._now_calls > 2:
+        if self.mode == "now_backwards":
             return self._engine.now() - 3600.0 * self._now_calls
         return self._engine.now()
 
