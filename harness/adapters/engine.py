@@ -422,7 +422,7 @@ class EngineRuntime(ABC):
             elif busy_since is None:
                 busy_since = real
             elif real - busy_since > self.stall_after and not self._holds:
-                self.history.add("restate.stalled", "info", data={
+                self.history.add("clock.stalled", "info", data={
                     "seconds": round(real - busy_since, 1), "active": self._stalled_on()[:10]})
                 busy_since, quiet = None, True
             if quiet:
