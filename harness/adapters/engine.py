@@ -78,6 +78,7 @@ from harness.world_server import Timer, TimerTable, WorldServer
 
 __all__ = [
     "KEEP_LOGS_ENV",
+    "REPO_ROOT",
     "RESET_AFTER_COMMIT",
     "RESTART_AFTER",
     "Deployment",
