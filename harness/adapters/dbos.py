@@ -330,7 +330,7 @@ class ReferenceDbosAdapter(EngineAdapter):
             import dbos  # noqa: F401
         except ModuleNotFoundError:
             raise UsageError("the DBOS adapters need the dbos package: pip install "
-                             "'durable-chaos[dbos,postgres]'") from None
+                             "'durable-chaos[dbos]'") from None
 
     def open(self, ctx: RunContext) -> DbosRuntime:
         return DbosRuntime(ctx, self.variant, self.config)
