@@ -140,6 +140,7 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "child": "the invocation a send created",
     "delay": "a send's delay (scenario seconds)",
     "link": "the network link a fault is on",
+    "active": "the engine's unfinished invocations that kept it busy",
 })
 
 # The schedule's actions (`harness.schedules.model.ACTIONS`); a step the runtime cannot take is
@@ -303,6 +304,9 @@ _KINDS: Final = (
          (("action", ("pause", "crash")),)),
     Kind("clock.latency", "engine", "the longest real delay of the run between a timer due "
          "and its work settled; the checkers add it to their tolerance", ("seconds",)),
+    Kind("clock.stalled", "engine", "a real engine stayed busy for `stall_after` real "
+         "seconds outside any fault, and the virtual clock jumped all the same", ("seconds",),
+         ("active",), types=("info",)),
     # -- the world
     Kind("effect.attempted", "world", "the world was asked for an effect",
          (), ("effect", "logical", "key", "session", "turn", "tool_call"),

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -183,6 +184,38 @@ def test_naive_turn_whose_thread_moved_retries_its_attempt_like_the_simulator() 
     assert rejected, "the waiting turn's thread did not move"
     ended = {r.turn: r.data["reason"] for r in history.of_kind("turn.ended")}
     assert ended.get("s1.turn2") == "completed", ended
+
+
+def test_an_engine_that_never_settles_is_a_clock_stall_not_a_restate_one() -> None:
+    # The only host frozen outside any fault: the session's workflow stays enqueued, so DBOS
+    # is never quiescent. After `stall_after` real seconds the clock jumps all the same,
+    # recorded under the engine-neutral kind, with the workflow that kept DBOS busy; nothing
+    # names an engine that did not run.
+    from harness.history import History
+
+    runtime = Capturing().open(RunContext(seed=0, history=History(wall=time.time), hosts=1))
+    try:
+        runtime.stall_after = 3.0
+        host = runtime._deployments[0].hosts[0]
+        host.worker.pause()
+        runtime.send_message("s1", {"message_id": "s1.m1", "text": "hi", "user": "alice",
+                                    "plan": []})
+        done = threading.Event()
+
+        def advance() -> None:
+            runtime.advance(86400.0)
+            done.set()
+
+        thread = threading.Thread(target=advance, daemon=True)
+        thread.start()
+        assert done.wait(120), "the clock waited on an engine that never settles"
+        assert runtime.now() >= 86400.0
+        assert runtime.history.of_kind("clock.stalled")
+        assert not [r.kind for r in runtime.history if r.kind.startswith("restate.")]
+        host.worker.resume()
+    finally:
+        runtime.close()
+    groups_gone(runtime.process_groups())
 
 
 def test_hosts_starting_together_create_the_state_table_once(pg_server: PostgresServer) -> None:

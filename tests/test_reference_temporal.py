@@ -161,6 +161,41 @@ def test_failed_step_fails_the_attempt_and_the_retry_takes_ownership_again(
     groups_gone(adapter.opened[0].process_groups())
 
 
+@pytest.mark.real
+def test_an_engine_that_never_settles_is_a_clock_stall_not_a_restate_one(
+        temporal_stack: None) -> None:
+    # The only host frozen outside any fault: the session's workflow task is never taken, so
+    # Temporal is never quiescent. After `stall_after` real seconds the clock jumps all the
+    # same, recorded under the engine-neutral kind; nothing names an engine that did not run.
+    import threading
+    import time as _time
+
+    from harness.history import History
+
+    runtime = Capturing().open(RunContext(seed=0, history=History(wall=_time.time), hosts=1))
+    try:
+        runtime.stall_after = 3.0
+        host = runtime._deployments[0].hosts[0]
+        host.worker.pause()
+        runtime.send_message("s1", {"message_id": "s1.m1", "text": "hi", "user": "alice",
+                                    "plan": []})
+        done = threading.Event()
+
+        def advance() -> None:
+            runtime.advance(86400.0)
+            done.set()
+
+        thread = threading.Thread(target=advance, daemon=True)
+        thread.start()
+        assert done.wait(120), "the clock waited on an engine that never settles"
+        assert runtime.history.of_kind("clock.stalled")
+        assert not [r.kind for r in runtime.history if r.kind.startswith("restate.")]
+        host.worker.resume()
+    finally:
+        runtime.close()
+    groups_gone(runtime.process_groups())
+
+
 _KINDS = ("temporal server", "toxiproxy-server", "postgres", "reference_impl.temporal.worker")
 
 

@@ -162,7 +162,7 @@ def test_an_engine_that_never_settles_cannot_hold_the_clock_for_a_scenario_day()
         thread.start()
         assert done.wait(120), "the clock waited on an engine that never settles"
         assert runtime.now() >= 86400.0
-        stalled = runtime.history.of_kind("restate.stalled")
+        stalled = runtime.history.of_kind("clock.stalled")
         assert stalled and stalled[0].data["active"], stalled
         host.worker.resume()
     finally:

@@ -92,7 +92,7 @@ def _temporal(attribute: str) -> Adapter:
     except ModuleNotFoundError as exc:
         raise AdapterNotFound(
             f"the Temporal adapters need the module {exc.name!r}: pip install "
-            "'durable-chaos[temporal,restate,postgres]'") from None
+            "'durable-chaos[temporal]'") from None
     adapter: Adapter = getattr(module, attribute)()
     return adapter
 
@@ -107,7 +107,7 @@ def _dbos(attribute: str) -> Adapter:
     except ModuleNotFoundError as exc:
         raise AdapterNotFound(
             f"the DBOS adapters need the module {exc.name!r}: pip install "
-            "'durable-chaos[dbos,postgres]'") from None
+            "'durable-chaos[dbos]'") from None
     adapter: Adapter = getattr(module, attribute)()
     return adapter
 

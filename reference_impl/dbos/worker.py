@@ -2,8 +2,8 @@
 
 One process is one host of one application version. It serves the reference app (or the
 naive variant) through the DBOS binding, with the same world clients, thread-log store,
-fault-point hook and configuration as the Restate worker (`reference_impl.worker`, whose
-environment variables it reads), plus:
+fault-point hook and configuration as every worker host (`reference_impl.worker_common`,
+whose environment variables it reads), plus:
 
 - `DURABLE_CHAOS_DBOS_URL`: DBOS's system database (`postgresql://...`), where the
   workflows, their steps, the queues and the virtual-object state live;
@@ -31,8 +31,7 @@ from dbos import DBOS
 from reference_impl.dbos.binding import DbosEngine, install
 from reference_impl.dbos.names import APP_NAME, OBJECTS_QUEUE, SERVICES_QUEUE
 from reference_impl.dbos.state import StateStore
-from reference_impl.restate_binding import HOST_ENV
-from reference_impl.worker import build_from_env, timers_from_env
+from reference_impl.worker_common import build_from_env, host_from_env, timers_from_env
 
 __all__ = ["main"]
 
@@ -46,7 +45,7 @@ def _exit(signum: int, frame: FrameType | None) -> None:
 
 def main() -> None:
     version = os.environ.get("DURABLE_CHAOS_VERSION", "v1")
-    host = os.environ.get(HOST_ENV, f"{version}-pid{os.getpid()}")
+    host = host_from_env()
     url = os.environ["DURABLE_CHAOS_DBOS_URL"]
     state = StateStore(url)
     state.ensure_schema()

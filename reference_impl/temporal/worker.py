@@ -1,6 +1,6 @@
 """One Temporal worker host: `python -m reference_impl.temporal.worker`.
 
-Configured by the same environment variables as the Restate worker (`reference_impl.worker`:
+Configured by the environment every worker host reads (`reference_impl.worker_common`:
 version, variant, world URL, observer URL, PostgreSQL conninfo, config, host name, timers
 URL), plus:
 
@@ -19,16 +19,12 @@ import asyncio
 import os
 import threading
 from datetime import timedelta
-from typing import Any, cast
 
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerDeploymentConfig
 
-from reference_impl.app import build_app
 from reference_impl.binding import App
-from reference_impl.naive import build_naive_app
-from reference_impl.ports import Ports
 from reference_impl.temporal.binding import (
     ACTIVITIES,
     HOST_ENV,
@@ -38,7 +34,7 @@ from reference_impl.temporal.binding import (
     WorkerRuntime,
     install,
 )
-from reference_impl.threadlog_pg import PostgresThreadLogStore
+from reference_impl.worker_common import build_from_env, timers_from_env
 
 __all__ = ["DEPLOYMENT_ENV", "TARGET_ENV", "main"]
 
@@ -48,41 +44,12 @@ READY = "durable-chaos temporal worker ready"
 
 
 def build_app_from_env(loop: asyncio.AbstractEventLoop) -> App:
-    """The app of `reference_impl.worker.build_from_env`, with its ports `Bridged`."""
-    # The Restate worker module has the HTTP ports, the store wrapper and the fault-point
-    # hook; one definition serves both engines.
-    from reference_impl import faultpoints
-    from reference_impl.worker import HarnessStore, WorldClient, _config
-
-    version = os.environ.get("DURABLE_CHAOS_VERSION", "v1")
-    variant = os.environ.get("DURABLE_CHAOS_VARIANT", "reference")
-    world_url = os.environ.get("DURABLE_CHAOS_WORLD_URL", "http://127.0.0.1:8765")
-    observer_url = os.environ.get("DURABLE_CHAOS_OBSERVER_URL", world_url)
-    conninfo = os.environ.get("DURABLE_CHAOS_PG", "host=127.0.0.1 user=postgres dbname=postgres")
-    host = os.environ.get(HOST_ENV, f"{version}-pid{os.getpid()}")
-    world = WorldClient(world_url, observer_url, host)
-    store = HarnessStore(PostgresThreadLogStore(
-        conninfo,
-        idle_in_transaction_timeout_ms=int(os.environ.get("DURABLE_CHAOS_PG_IDLE_MS", "2000")),
-        lock_timeout_ms=int(os.environ.get("DURABLE_CHAOS_PG_LOCK_MS", "1000")),
-    ), world)
-
-    def hook(point: str) -> None:
-        world.fault_point(point)
-
-    faultpoints.install(hook)
-    w = cast(Any, Bridged(world, loop))
-    ports = Ports(w, w, w, w, w, w, cast(Any, Bridged(store, loop)), world, _config())
-    if variant == "naive":
-        return build_naive_app(ports, version)
-    if variant != "reference":
-        raise ValueError(f"DURABLE_CHAOS_VARIANT must be 'reference' or 'naive', got {variant!r}")
-    return build_app(ports, version)
+    """The app of `reference_impl.worker_common.build_from_env`, with its ports `Bridged`
+    to `loop`."""
+    return build_from_env(lambda port: Bridged(port, loop))
 
 
 async def main() -> None:
-    from reference_impl.worker import timers_from_env
-
     version = os.environ.get("DURABLE_CHAOS_VERSION", "v1")
     deployment = os.environ.get(DEPLOYMENT_ENV, "durable-chaos")
     client = await Client.connect(os.environ.get(TARGET_ENV, "127.0.0.1:7233"))
