@@ -451,6 +451,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     else:
         if args.schedule is None and args.seed is None:
             raise UsageError("replay: give a SCHEDULE.toml or --seed S")
+        if args.schedule is not None and args.seed is not None:
+            # The file holds its own seed: a --seed beside it would be silently ignored.
+            raise UsageError(f"replay: give {args.schedule} or --seed {args.seed}, not both "
+                             "(a schedule file holds its own seed)")
         budget = None
         if args.schedule is not None:
             from harness.schedules.scenario_file import load_scenario

@@ -229,3 +229,13 @@ def test_a_ray_address_where_nothing_answers_is_one_line_at_once(
                                  "head (`ray start --head`) and give its address, or use "
                                  "--ray local")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_replay_of_a_file_and_a_seed_at_once_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code = main(["replay", str(SCENARIO), "--seed", "3", "--quiet"])
+    assert code == 2
+    assert _one_line(capsys) == (f"durable-chaos: error: replay: give {SCENARIO} or --seed 3, "
+                                 "not both (a schedule file holds its own seed)")
