@@ -230,7 +230,8 @@ def contract_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str
     shutil.copy(OUTSIDE / "misbehaving.py", project / "misbehaving.py")
     shutil.copy(SCENARIO, project / "one.toml")
     (project / "pytest.ini").write_text("[pytest]\npythonpath = .\n", encoding="utf-8")
-    specs = ",".join(f"misbehaving:{mode}" for mode, _ in [*CONTRACT, ("well_behaved", "")])
+    specs = ",".join(f"misbehaving:{mode}" for mode, _ in [*CONTRACT, ("well_behaved", ""),
+                                                           ("later_system_exit", "")])
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
          f"--chaos-adapter={specs}", "--chaos-scenarios=one.toml", "--chaos-schedules=1",
@@ -273,6 +274,20 @@ def test_the_plugin_passes_a_well_behaved_adapter_from_outside(
     passed = [line for line in text.splitlines()
               if line.startswith("PASSED durable-chaos::misbehaving:well_behaved::")]
     assert len(passed) == 10, text[-3000:]
+
+
+def test_the_plugin_fails_items_whose_runs_the_adapter_broke_as_unknown(
+    contract_session: tuple[int, str, Path],
+) -> None:
+    # The contract holds; every chaos run raises SystemExit(0): each item fails "unknown",
+    # none passes, and pytest goes on (a SystemExit did not end the session).
+    _, text, _ = contract_session
+    node = "durable-chaos::misbehaving:later_system_exit::"
+    assert f"PASSED {node}contract" in text
+    failed = [line for line in text.splitlines() if line.startswith(f"FAILED {node}")]
+    assert len(failed) == 9, text[-3000:]
+    assert "unknown: the adapter crashed: SystemExit: 0" in text
+    assert "unknown: the adapter crashed on 1 of 1 generated schedule(s)" in text
 
 
 @pytest.fixture
