@@ -261,6 +261,7 @@ def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
             example = unknown[0]
             why = example.error or next((f"{r.checker}: {r.note}" for r in example.results
                                          if r.valid is None), "")
+            why = " | ".join(line.strip() for line in why.splitlines() if line.strip())
             lines.append(f"  unknown: {len(unknown)} run(s), e.g. {example.name}: {why}")
         # Skipped steps have a line of their own (`_capability_lines`).
         notes = [(r.name, note) for r in runs for note in r.step_notes
@@ -375,13 +376,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _sigterm_stops():
             return _dispatch(args)
     except UsageError as exc:
-        print(f"durable-chaos: error: {printable(str(exc))}", file=sys.stderr)
+        print(f"durable-chaos: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except ComponentUnavailable as exc:
-        print(f"durable-chaos: error: {printable(str(exc))}", file=sys.stderr)
+        print(f"durable-chaos: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except WorkerLost as exc:  # the report of what ran is written, marked incomplete
-        print(f"durable-chaos: could not judge: {printable(str(exc))}", file=sys.stderr)
+        print(f"durable-chaos: could not judge: {_one_line(exc)}", file=sys.stderr)
         return EXIT_UNKNOWN
     except Terminated:
         print("durable-chaos: terminated", file=sys.stderr)
@@ -389,6 +390,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("durable-chaos: interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error's message on one line: an adapter's own exception may carry several (a
+    driver's DETAIL, a subprocess's stderr), and the error line is one line."""
+    return printable(" | ".join(line.strip() for line in str(exc).splitlines()
+                                if line.strip()))
 
 
 @contextmanager

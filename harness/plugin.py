@@ -459,10 +459,11 @@ def pytest_configure(config: pytest.Config) -> None:
             preflight(spec, adapters[spec])
             _claims_checked(adapters[spec], settings.invariants)
         except UsageError as exc:
-            raise pytest.UsageError(f"{adapter_where}: {exc}") from None
+            # One line, as every usage error: an adapter's own message may have several.
+            raise pytest.UsageError(f"{adapter_where}: {_one_line(str(exc))}") from None
         except Exception as exc:  # an adapter whose module or constructor fails
             raise pytest.UsageError(f"{adapter_where}: adapter {spec!r} failed to load: "
-                                    f"{type(exc).__name__}: {exc}") from None
+                                    f"{type(exc).__name__}: {_one_line(str(exc))}") from None
     components, where = _Source(config, "--chaos-components", "chaos_components").value()
     if components is not None and str(components).strip():
         from harness.components.stack import use_components
@@ -481,6 +482,10 @@ def pytest_configure(config: pytest.Config) -> None:
     cache = getattr(config, "cache", None)
     if cache is not None and getattr(config, "workerinput", None) is None:
         cache.set(CACHE_KEY, settings.seed)
+
+
+def _one_line(text: str) -> str:
+    return " | ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def _stop_on_sigterm(state: ChaosState) -> None:

@@ -52,6 +52,8 @@ UNKNOWN = [
 CANNOT_OPEN = [
     ("open_raises", "open() failed: ConnectionRefusedError: no engine at 127.0.0.1:9"),
     ("open_hangs", "timed out: the run passed its wall-clock limit of 2s"),
+    ("open_raises_lines", "open() failed: RuntimeError: engine failed to start: | port 9 in use "
+                          "| see engine.log"),
     ("open_returns_none", "open() failed: TypeError: open(ctx) returned NoneType, which lacks "
                           "world, now, advance, send_message, answer, finish, close; return a "
                           "harness.adapters.base.Runtime"),
@@ -60,6 +62,8 @@ CONFIGURATION = [
     ("config_garbage", "check_config() returned 'hand_off_after=300'; return a "
                        "harness.checkers.base.CheckConfig"),
     ("config_none", "check_config() returned None"),
+    ("config_raises_lines", "check_config() raised ValueError: bad thresholds: | "
+                            "hand_off_after missing | max_wait missing; fix the adapter"),
     ("engine_typo", "engine is 'simulator'; use 'sim'"),
     ("name_none", "name is None; give it a non-empty str name"),
     ("claims_unknown", "unknown invariant 'busy-rul'; did you mean 'busy-rule'?"),

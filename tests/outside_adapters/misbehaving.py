@@ -109,11 +109,15 @@ class Adapter:
             return "hand_off_after=300"
         if self.mode == "config_none":
             return None
+        if self.mode == "config_raises_lines":
+            raise ValueError("bad thresholds:\n  hand_off_after missing\n  max_wait missing")
         return CheckConfig()
 
     def open(self, ctx: RunContext) -> Runtime:
         if self.mode == "open_raises":
             raise ConnectionRefusedError("no engine at 127.0.0.1:9")
+        if self.mode == "open_raises_lines":
+            raise RuntimeError("engine failed to start:\n  port 9 in use\n\n  see engine.log")
         if self.mode == "open_hangs":
             _hang()
         if self.mode == "open_returns_none":
@@ -123,6 +127,7 @@ class Adapter:
 
 BROKEN: dict[str, str] = {
     "open_raises": "open() raises ConnectionRefusedError",
+    "open_raises_lines": "open() raises an error whose message has several lines",
     "open_hangs": "open() never returns",
     "close_raises": "close() raises OSError",
     "close_hangs": "close() never returns",
@@ -137,6 +142,7 @@ BROKEN: dict[str, str] = {
     "missing_field": "records a tool.result without its outcome",
     "config_garbage": "check_config() returns a str",
     "config_none": "check_config() returns None",
+    "config_raises_lines": "check_config() raises an error of several lines",
     "noisy": "prints thousands of lines to stdout",
     "open_returns_none": "open() returns None",
     "later_system_exit": "send_message raises SystemExit(0), except in the contract check",
