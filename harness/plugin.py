@@ -677,7 +677,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = chaos_state(terminalreporter.config)
-    if state is not None and state.report is not None:
+    if state is None:
+        return
+    if state.not_selected is None and not state.scenarios and not state.settings.schedules:
+        # The suite was asked for and has nothing to judge: said, never read as a pass.
+        terminalreporter.write_line("durable-chaos: nothing judged: no scenario file and "
+                                    "--chaos-schedules 0 (only the adapter contract ran); give "
+                                    "--chaos-scenarios or --chaos-schedules N")
+    if state.report is not None:
         terminalreporter.write_line(f"durable-chaos: {state.report}")
 
 

@@ -239,3 +239,11 @@ def test_replay_of_a_file_and_a_seed_at_once_is_refused(
     assert code == 2
     assert _one_line(capsys) == (f"durable-chaos: error: replay: give {SCENARIO} or --seed 3, "
                                  "not both (a schedule file holds its own seed)")
+
+
+def test_the_plugin_says_when_the_suite_has_nothing_to_judge(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--chaos-adapter=reference",
+                                          "--chaos-scenarios=none", "--chaos-schedules=0")
+    result.stdout.fnmatch_lines(["durable-chaos: nothing judged: no scenario file and "
+                                 "--chaos-schedules 0 (only the adapter contract ran); give "
+                                 "--chaos-scenarios or --chaos-schedules N"])
