@@ -367,6 +367,49 @@ def exit_status(suite: SuiteOutcome, allow_unknown: bool = False) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `durable-chaos` command. With `argv` None (the process's own command line: the
+    console script, `python -m harness.cli`) the process also ends when the command does,
+    even if an adapter left threads running (see `_leave`)."""
+    status = _main(argv)
+    if argv is None:
+        _leave(status)
+    return status
+
+
+# Real seconds the threads an adapter left behind get to end before the process leaves them.
+LEFTOVER_GRACE = 5.0
+
+
+def _leave(status: int) -> None:
+    """End the process with `status` now if non-daemon threads outlive the command.
+
+    An adapter's client library may leave a thread running (a pump, an executor never shut
+    down): Python waits for every such thread before it exits, so the command would hang
+    after writing its report, until a CI job's timeout. They get a moment to end, then are
+    named on stderr and left behind.
+    """
+    import threading
+    import time
+
+    give_up = time.monotonic() + LEFTOVER_GRACE
+    while True:
+        left = [t for t in threading.enumerate()
+                if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+        if not left or time.monotonic() > give_up:
+            break
+        left[0].join(timeout=max(0.0, give_up - time.monotonic()))
+    if not left:
+        return
+    names = ", ".join(sorted(t.name for t in left))
+    print(f"durable-chaos: {len(left)} thread(s) the adapter started are still running "
+          f"({printable(names)}); exiting without them (stop them in the runtime's close())",
+          file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:

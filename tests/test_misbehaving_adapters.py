@@ -329,3 +329,19 @@ def test_a_module_that_exits_at_import_is_a_usage_error_under_pytest(
     result.stderr.fnmatch_lines(["ERROR: --chaos-adapter on the command line: adapter "
                                  "'exits_at_import:ADAPTER': importing module "
                                  "'exits_at_import' raised SystemExit: 0; fix the module*"])
+
+
+def test_the_command_ends_even_if_the_adapter_leaves_a_thread_running(tmp_path: Path) -> None:
+    # Python waits for every non-daemon thread before it exits: without the harness leaving
+    # them behind, this command would hang after its report until the timeout below.
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", *_cli("leaks_thread", tmp_path / "r")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert "misbehaving-leaks_thread: 3 run(s), 0 with violations, 0 unknown" in proc.stdout
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "durable-chaos: 3 thread(s) the adapter started are still running (engine-client-pump, "
+        "engine-client-pump, engine-client-pump); exiting without them (stop them in the "
+        "runtime's close())")
+    assert (tmp_path / "r" / "index.html").is_file()

@@ -120,6 +120,9 @@ class Adapter:
             raise RuntimeError("engine failed to start:\n  port 9 in use\n\n  see engine.log")
         if self.mode == "open_hangs":
             _hang()
+        if self.mode == "leaks_thread":
+            # A client library's worker thread, never stopped (not a daemon).
+            threading.Thread(target=_hang, name="engine-client-pump").start()
         if self.mode == "open_returns_none":
             return None  # type: ignore[return-value]
         return Runtime(ctx, self.mode)
@@ -145,6 +148,7 @@ BROKEN: dict[str, str] = {
     "config_raises_lines": "check_config() raises an error of several lines",
     "noisy": "prints thousands of lines to stdout",
     "open_returns_none": "open() returns None",
+    "leaks_thread": "open() starts a thread that never ends (not a daemon)",
     "later_system_exit": "send_message raises SystemExit(0), except in the contract check",
 }
 
