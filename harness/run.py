@@ -159,7 +159,7 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         # An adapter that crashes makes the run unknown, not the harness: whatever it raises,
         # its own BaseException, a SystemExit(0) or a GeneratorExit included (those would
         # otherwise end the suite with no report, or with exit status 0).
-        error = f"{type(exc).__name__}: {exc}"
+        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if not opened:
             error = f"open() failed: {error}"
         history.add("run.error", data={"error": error})

@@ -122,7 +122,9 @@ def test_the_cli_judges_a_broken_run_unknown_names_why_and_exits_3(
     assert err.strip().splitlines()[-1].startswith("durable-chaos: could not judge: 3 run(s) "
                                                    "unknown")
     assert f"misbehaving-{mode}: 3 run(s), 0 with violations, 3 unknown" in out
-    assert why in out.split("  unknown: 3 run(s), e.g. ")[1].splitlines()[0]
+    line = out.split("  unknown: 3 run(s), e.g. ")[1].splitlines()[0]
+    assert why in line
+    assert not line.rstrip().endswith(":"), line  # an exception without a message: its name alone
     page = html.unescape((report / "index.html").read_text(encoding="utf-8"))
     assert why in page
     assert why in html.unescape((report / "junit.xml").read_text(encoding="utf-8"))
