@@ -347,3 +347,21 @@ def test_the_command_ends_even_if_the_adapter_leaves_a_thread_running(tmp_path: 
         "engine-client-pump, engine-client-pump); exiting without them (stop them in the "
         "runtime's close())")
     assert (tmp_path / "r" / "index.html").is_file()
+
+
+@pytest.mark.parametrize(("case", "body", "names", "also"), MODULES,
+                         ids=[m[0] for m in MODULES])
+def test_an_adapter_module_that_cannot_load_is_a_usage_error_under_pytest(
+    case: str, body: str, names: str, also: str, project: pytest.Pytester,
+) -> None:
+    module = f"misbehaving_module_{MODULES.index((case, body, names, also))}"
+    (project.path / f"{module}.py").write_text(body, encoding="utf-8")
+    result = project.runpytest_inprocess("-p", "no:cacheprovider",
+                                         f"--chaos-adapter={module}:ADAPTER")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    ours = [line for line in result.stderr.str().splitlines() if line.startswith("ERROR: ")]
+    assert len(ours) == 1, result.stderr.str()
+    assert ours[0].startswith(f"ERROR: --chaos-adapter on the command line: adapter "
+                              f"'{module}:ADAPTER'")
+    assert names in ours[0] and also.replace("misbehaving_module", module) in ours[0]
+    sys.modules.pop(module, None)
