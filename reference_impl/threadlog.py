@@ -65,7 +65,10 @@ class _Row:
     epoch: int
     owner: str
     kind: str
-    payload: bytes  # `marshal` of the payload as jsonb would give it back (`_copy_json`)
+    # The payload as jsonb would give it back (`_copy_json`), in `marshal`'s format rather
+    # than JSON text: C code for exactly these types, it decodes several times faster, and a
+    # turn reads the whole log.
+    payload: bytes
 
 
 @dataclass
