@@ -171,7 +171,10 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         source=schedule.source,
         results=results,
         schedule_toml=schedule.to_toml(),
-        replay_command="",
+        # The command of a run whose schedule is not saved (it names `schedule.toml`, or a
+        # scenario's own file); `_save` replaces it for a run it keeps.
+        replay_command=_replay(options.adapter_spec, schedule.path, schedule,
+                               options.run_timeout, options.invariants),
         virtual_time=history[-1].time if len(history) else 0.0,
         wall_time=elapsed,
         faults=_injected(schedule, skipped),
@@ -412,17 +415,15 @@ def _slug(text: str) -> str:
 
 def _save(outcome: RunOutcome, schedule: Schedule, history: History,
           options: RunOptions) -> RunOutcome:
+    """The outcome, with its history and schedule saved when the report keeps them (a
+    scenario's run, a failing or unknown one) and the replay command that names them."""
     spec = options.adapter_spec
     timeout = options.run_timeout
     invariants = options.invariants
-    if options.report_dir is None:
-        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule, timeout,
-                                                          invariants))
-    keep = options.save_history and (schedule.source == "scenario" or outcome.failed
-                                      or outcome.unknown)
-    if not keep:
-        return replace(outcome, replay_command=_replay(spec, schedule.path, schedule, timeout,
-                                                          invariants))
+    if options.report_dir is None or not options.save_history:
+        return outcome
+    if not (schedule.source == "scenario" or outcome.failed or outcome.unknown):
+        return outcome
     run_dir = options.report_dir / "runs" / _slug(outcome.adapter) / _slug(schedule.name)
     run_dir.mkdir(parents=True, exist_ok=True)
     history_path = history.save(run_dir / "history.jsonl")
