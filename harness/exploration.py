@@ -144,14 +144,14 @@ def _fewer_collections() -> Iterator[None]:
     1,700 objects) that only the collector frees. At the default threshold it runs several
     times inside every run, each time traversing the run's live objects and promoting them
     to an older generation, where they are traversed again: about a fifth of exploring's CPU
-    (3.1 of 16.7 ms per schedule). With 5,000, most of a run's objects are traversed once,
-    when they are garbage: 2.3 ms in the collector, and about 10% less CPU per schedule
-    (700 and 5,000 alternated in one process, 20 pairs of 50 schedules: median ratio 0.90,
-    16 pairs of 20 faster). Only the collector's timing moves: everything is still
-    collected, and no history depends on when (nothing in the harness or the reference uses
-    finalizers or weak references; the golden histories are the same with a threshold of
-    100,000). A threshold already set higher by the user is kept, and the old one is
-    restored afterwards.
+    (3.1-3.9 of 17-20 ms per schedule). With 5,000, most of a run's objects are traversed
+    once, when they are garbage: 0.6-0.9 ms less in the collector per schedule, about 5% of
+    the CPU (700 and 5,000 alternated in one process on a shared machine, three series:
+    median paired ratios 0.90, 0.93 and 1.01). Only the collector's timing moves:
+    everything is still collected, and no history depends on when (nothing in the harness
+    or the reference uses finalizers or weak references; the golden histories are the same
+    with a threshold of 100,000). A threshold already set higher by the user is kept, and
+    the old one is restored afterwards.
     """
     old = gc.get_threshold()
     if old[0] >= GC_THRESHOLD:
