@@ -8,10 +8,14 @@ program that runs it was looked up before or not, and follows a changed PATH.
 from __future__ import annotations
 
 import gc
+import shlex
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from harness import replay
 from harness.adapters import load_adapter
 from harness.exploration import GC_THRESHOLD, explore
 from harness.outcome import RunOutcome
@@ -48,3 +52,18 @@ def test_a_higher_threshold_set_by_the_user_is_kept(threshold: tuple[int, int, i
     gc.set_threshold(GC_THRESHOLD * 4, 5, 5)
     assert _thresholds_seen() == [GC_THRESHOLD * 4] * 3
     assert gc.get_threshold() == (GC_THRESHOLD * 4, 5, 5)
+
+
+def test_the_program_of_a_replay_command_follows_path(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    # program() is remembered per (interpreter, PATH): a changed PATH is looked up again.
+    beside = Path(sys.executable).parent / "durable-chaos"
+    monkeypatch.setenv("PATH", str(tmp_path))  # no durable-chaos on it
+    elsewhere = replay.program()
+    assert replay.program() == elsewhere
+    monkeypatch.setenv("PATH", str(beside.parent))
+    if beside.is_file():
+        assert elsewhere == shlex.quote(str(beside))
+        assert replay.program() == "durable-chaos"
+    else:  # not installed as a script: the interpreter runs the module, whatever PATH says
+        assert replay.program() == elsewhere == f"{shlex.quote(sys.executable)} -m harness.cli"
