@@ -143,11 +143,12 @@ def _fewer_collections() -> Iterator[None]:
     A simulated run leaves its simulator, world and history as one cyclic structure (about
     1,700 objects) that only the collector frees. At the default threshold it runs several
     times inside every run, each time traversing the run's live objects and promoting them
-    to an older generation, where they are traversed again: about a fifth of exploring's CPU
-    (3.1-3.9 of 17-20 ms per schedule). With 5,000, most of a run's objects are traversed
-    once, when they are garbage: 0.6-0.9 ms less in the collector per schedule, about 5% of
-    the CPU (700 and 5,000 alternated in one process on a shared machine, three series:
-    median paired ratios 0.90, 0.93 and 1.01). Only the collector's timing moves:
+    to an older generation, where they are traversed again: 2.1 of 13.2 ms per schedule on
+    a quiet machine, 3.1-3.9 of 17-20 ms on a loaded one. With 5,000, more of a run's
+    objects are traversed once, when they are garbage: 0.4 ms less in the collector per
+    schedule on a quiet machine (1-2% of the CPU; 2,000 and 20,000 about the same, 100,000
+    worse), 0.6-0.9 ms on a loaded one (median paired CPU ratios 0.90, 0.93, 1.01; 700 and
+    5,000 alternated in one process). Only the collector's timing moves:
     everything is still collected, and no history depends on when (nothing in the harness
     or the reference uses finalizers or weak references; the golden histories are the same
     with a threshold of 100,000). A threshold already set higher by the user is kept, and
