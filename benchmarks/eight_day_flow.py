@@ -15,6 +15,9 @@ handed off at 5 minutes; the person answers on day 7; the same turn resumes and 
 
     python benchmarks/eight_day_flow.py [--runs 20] [--restate-runs 1] [--json]
 
+Besides the times it prints the work of one flow on the simulator (history records,
+coroutine steps, invocations created) and what one unit of it costs on the direct path.
+
 Timing lives here, never in tests (the machines are shared and noisy).
 """
 
@@ -75,10 +78,26 @@ def _check_flow(history: History) -> None:
 
 def sim_direct_once() -> float:
     """Wall seconds of the flow on SimRuntime, without checkers."""
+    start = wall()
+    history, _ = _direct_flow()
+    elapsed = wall() - start
+    _check_flow(history)
+    return elapsed
+
+
+def flow_work() -> dict[str, float]:
+    """The work of one flow on SimRuntime (an untimed run; the simulator is deterministic,
+    so every timed run did the same): history records, coroutine steps of the simulator,
+    invocations created."""
+    history, runtime = _direct_flow()
+    return {"records": float(len(history)), "coroutine_steps": float(runtime.sim.steps),
+            "invocations": float(sum(1 for r in history if r.kind == "invocation.created"))}
+
+
+def _direct_flow() -> tuple[History, Any]:
     from reference_impl.ports import Config
 
     adapter = load_adapter("reference")
-    start = wall()
     history = History()
     runtime = adapter.open(RunContext(seed=1, history=history, config=Config(), hosts=2))
     runtime.send_message("s1", {"message_id": "s1.m1", "text": "email the contract",
@@ -88,9 +107,7 @@ def sim_direct_once() -> float:
     runtime.answer(card.tool_call, "approve", "alice")
     runtime.advance(HORIZON)
     runtime.close()
-    elapsed = wall() - start
-    _check_flow(history)
-    return elapsed
+    return history, runtime
 
 
 def sim_schedule_once() -> float:
@@ -111,7 +128,14 @@ def measure_sim(runs: int) -> dict[str, Any]:
         sim_schedule_once()  # warm-up
         direct = [sim_direct_once() * 1000 for _ in range(runs)]
         sched = [sim_schedule_once() * 1000 for _ in range(runs)]
-    return {"sim_direct_ms": summary(direct), "sim_run_schedule_ms": summary(sched)}
+        work = flow_work()
+    direct_ms = statistics.median(direct)
+    return {"sim_direct_ms": summary(direct), "sim_run_schedule_ms": summary(sched),
+            "work_per_flow": work,
+            "sim_direct_cost_per_unit": {
+                "us_per_record": 1000 * direct_ms / work["records"],
+                "us_per_coroutine_step": 1000 * direct_ms / work["coroutine_steps"],
+                "ms_per_invocation": direct_ms / max(work["invocations"], 1e-9)}}
 
 
 def measure_temporal(runs: int) -> dict[str, Any]:

@@ -24,6 +24,11 @@ second including worker start-up, and the time to the first failure of each plan
 Wall time comes from ``harness.runner.wall`` (the real perf_counter, out of freezegun's
 reach). Timing lives here, never in tests (the machines are shared and noisy).
 
+Besides the rates, each measurement prints the work of one schedule (history records,
+coroutine steps of the simulator, invocations created; counted in a separate untimed pass
+over the same schedules) and what one unit of it costs in CPU time at the median rate per
+CPU second (on a shared machine the CPU rate moves less than the wall-clock one).
+
 ``--reach`` measures what exploration reaches instead of how fast: per invariant, the share
 of generated schedules (default size, ``Size()``, as ``durable-chaos run`` uses) whose run
 reached the invariant's window (``Result.reached``), and every run that failed an invariant
@@ -52,6 +57,49 @@ SIZE = Size(sessions=3, turns=10, faults=5)
 def generate(count: int, seed: int = 1, size: Size = SIZE) -> list[Schedule]:
     """``count`` schedules of the generator ``explore`` uses (deterministic for a seed)."""
     return list(schedules(seed, count, size))
+
+
+class _Counting:
+    """An adapter that opens the wrapped one's runtimes and keeps each run's history and
+    runtime, so that the work a run did can be counted after it (outside any timing)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.opened: list[tuple[Any, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def open(self, ctx: Any) -> Any:
+        runtime = self.inner.open(ctx)
+        self.opened.append((ctx.history, runtime))
+        return runtime
+
+
+def work(batch: list[Schedule], adapter_name: str = "reference") -> dict[str, float]:
+    """The work of one schedule, averaged over ``batch`` (a separate, untimed pass; the
+    simulator is deterministic, so the timed passes did the same): history records,
+    coroutine steps of the simulator, invocations created, and steps of the schedule."""
+    adapter = _Counting(load_adapter(adapter_name))
+    options = RunOptions(report_dir=None, save_history=False)
+    with wall_clock_follows(VirtualClock()):
+        for schedule in batch:
+            run_schedule(adapter, schedule, options)  # type: ignore[arg-type]
+    records = sum(len(history) for history, _ in adapter.opened)
+    steps = sum(getattr(getattr(rt, "sim", None), "steps", 0) for _, rt in adapter.opened)
+    invocations = sum(1 for history, _ in adapter.opened for r in history
+                      if r.kind == "invocation.created")
+    n = max(1, len(batch))
+    return {"schedules": len(batch), "records": records / n, "coroutine_steps": steps / n,
+            "invocations": invocations / n,
+            "schedule_steps": sum(len(s.steps) for s in batch) / n}
+
+
+def per_unit(ms_per_schedule: float, per_schedule: dict[str, float]) -> dict[str, float]:
+    """What one unit of work costs, from the milliseconds one schedule takes."""
+    return {"us_per_record": 1000 * ms_per_schedule / per_schedule["records"],
+            "us_per_coroutine_step": 1000 * ms_per_schedule / per_schedule["coroutine_steps"],
+            "ms_per_invocation": ms_per_schedule / max(per_schedule["invocations"], 1e-9)}
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -112,7 +160,16 @@ def measure(schedules_per_run: int = 200, repeats: int = 5) -> dict[str, Any]:
             exp_cpu.append(cpu_rate)
             exp_sim.append(sim_rate)
     steps = [len(s.steps) for s in batch]
+    explored = [schedule for i in range(repeats) for schedule in
+                schedules(100 + i, examples, SIZE)]
+    pre_work, exp_work = work(batch), work(explored)
+    pre_ms = 1000 / statistics.median(pre_cpu)
+    exp_ms = 1000 / statistics.median(exp_cpu)
     return {
+        "run_schedule_work_per_schedule": pre_work,
+        "run_schedule_cpu_cost_per_unit": per_unit(pre_ms, pre_work),
+        "explore_work_per_schedule": exp_work,
+        "explore_cpu_cost_per_unit": per_unit(exp_ms, exp_work),
         "size": {"sessions": SIZE.sessions, "turns": SIZE.turns, "faults": SIZE.faults},
         "schedules_per_run": len(batch),
         "mean_steps": statistics.mean(steps),
@@ -241,9 +298,16 @@ def main() -> None:
                              "per_cpu_s": cpu_rate})
         import harness
 
+        explored = [schedule for row in rows for schedule in
+                    schedules(row["seed"], row["schedules"], SIZE)]
+        per_schedule = work(explored)
+        per_cpu_s = summary([r["per_cpu_s"] for r in rows])
         print(json.dumps({"harness": harness.__file__, "runs": rows,
                           "per_s": summary([r["per_s"] for r in rows]),
-                          "per_cpu_s": summary([r["per_cpu_s"] for r in rows])}, indent=2))
+                          "per_cpu_s": per_cpu_s, "work_per_schedule": per_schedule,
+                          "cpu_cost_per_unit": per_unit(1000 / per_cpu_s["median"],
+                                                        per_schedule)},
+                         indent=2))
         return
     if args.fanout:
         print(json.dumps(measure_fanout(args.schedules, args.ray), indent=2))
@@ -274,6 +338,13 @@ def main() -> None:
               f" n={s['n']})")
     print(f"{out['schedules_per_run']} schedules per run, mean {out['mean_steps']:.1f} steps, "
           f"{out['failing_runs']} failing")
+    for what in ("run_schedule", "explore"):
+        w, c = out[f"{what}_work_per_schedule"], out[f"{what}_cpu_cost_per_unit"]
+        print(f"{what} work per schedule: {w['records']:.0f} records, "
+              f"{w['coroutine_steps']:.0f} coroutine steps, {w['invocations']:.1f} "
+              f"invocations; CPU {c['us_per_record']:.2f} us per record, "
+              f"{c['us_per_coroutine_step']:.2f} us per coroutine step, "
+              f"{c['ms_per_invocation']:.3f} ms per invocation")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -63,7 +64,7 @@ def explore(
     failed: tuple[Schedule, str] | None = None
     # One freezer for the whole search (starting freezegun costs more than a schedule);
     # each run moves it to its own virtual time. Real runtimes keep real time.
-    with _suite_freezer(adapter):
+    with _suite_freezer(adapter), _fewer_collections():
         for index in range(max(1, count)):
             if deadline is not None and wall() > deadline:
                 found.out_of_time = True
@@ -128,6 +129,40 @@ def _suite_freezer(adapter: Adapter) -> Iterator[None]:
         return
     with wall_clock_follows(VirtualClock()):
         yield
+
+
+# The first generation's threshold of the cyclic garbage collector while exploring (Python's
+# default: 700 allocations).
+GC_THRESHOLD = 5000
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Collect cyclic garbage every `GC_THRESHOLD` allocations, not 700, while exploring.
+
+    A simulated run leaves its simulator, world and history as one cyclic structure (about
+    1,700 objects) that only the collector frees. At the default threshold it runs several
+    times inside every run, each time traversing the run's live objects and promoting them
+    to an older generation, where they are traversed again: 2.1 of 13.2 ms per schedule on
+    a quiet machine, 3.1-3.9 of 17-20 ms on a loaded one. With 5,000, more of a run's
+    objects are traversed once, when they are garbage: 0.4 ms less in the collector per
+    schedule on a quiet machine (1-2% of the CPU; 2,000 and 20,000 about the same, 100,000
+    worse), 0.6-0.9 ms on a loaded one (median paired CPU ratios 0.90, 0.93, 1.01; 700 and
+    5,000 alternated in one process). Only the collector's timing moves:
+    everything is still collected, and no history depends on when (nothing in the harness
+    or the reference uses finalizers or weak references; the golden histories are the same
+    with a threshold of 100,000). A threshold already set higher by the user is kept, and
+    the old one is restored afterwards.
+    """
+    old = gc.get_threshold()
+    if old[0] >= GC_THRESHOLD:
+        yield
+        return
+    gc.set_threshold(GC_THRESHOLD, *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 def _schedule_from(outcome: RunOutcome) -> Schedule:

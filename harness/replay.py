@@ -19,6 +19,7 @@ would then write its report over the report of the run that printed the command.
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
@@ -59,8 +60,21 @@ def use_adapter_paths(paths: Sequence[str], option: str = "--adapter-path") -> N
             _adapter_paths.append(resolved)
 
 
+# `program()` per (interpreter, PATH): it stats the venv's script, walks PATH and resolves
+# symlinks (about 100 us), and every run, quiet ones too, carries a replay command.
+_programs: dict[tuple[str, str | None], str] = {}
+
+
 def program() -> str:
     """How to start this very harness from a shell."""
+    key = (sys.executable, os.environ.get("PATH"))
+    found = _programs.get(key)
+    if found is None:
+        found = _programs[key] = _program()
+    return found
+
+
+def _program() -> str:
     beside = Path(sys.executable).parent / "durable-chaos"  # the venv's script, unresolved
     on_path = shutil.which("durable-chaos")
     if beside.is_file():
@@ -70,10 +84,11 @@ def program() -> str:
     return f"{shlex.quote(sys.executable)} -m harness.cli"
 
 
-def _installed_dirs() -> set[Path]:
+@functools.cache  # site's directories do not move while the process runs
+def _installed_dirs() -> frozenset[Path]:
     dirs = [*site.getsitepackages(), site.getusersitepackages(),
             sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]]
-    return {Path(d).resolve() for d in dirs if d}
+    return frozenset(Path(d).resolve() for d in dirs if d)
 
 
 def adapter_root(spec: str) -> Path | None:

@@ -28,7 +28,7 @@ from harness.history import Record
 from harness.sim import Simulator
 from reference_impl.binding import App
 from reference_impl.ports import Config, Ports, ProviderError, ToolSpec
-from reference_impl.threadlog import InMemoryThreadLogStore
+from reference_impl.threadlog import InMemoryThreadLogStore, LogEntry
 
 TOOLS: Final[dict[str, ToolSpec]] = {
     "send_email": ToolSpec("send_email", needs_approval=True, effect="email"),
@@ -87,6 +87,17 @@ class RefWorld:
     def deploy(self, build: AppBuilder, version: str, hosts: int = 1) -> str:
         """Register `build(ports, version)` as the latest deployment; returns its id."""
         return self.sim.register(build(self.ports(), version), hosts=hosts).id
+
+    def log(self, session: str) -> list[LogEntry]:
+        """The committed thread log of `session`, read through the store's public `read`
+        (it never suspends, so one send runs it to the end)."""
+        reading = self.store.read(session)
+        try:
+            reading.send(None)
+        except StopIteration as done:
+            entries: list[LogEntry] = done.value
+            return entries
+        raise AssertionError("InMemoryThreadLogStore.read suspended")
 
     # -- observer
 

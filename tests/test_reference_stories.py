@@ -313,7 +313,7 @@ def test_new_message_ends_the_waiting_turn_like_a_steer() -> None:
     assert_one_turn_at_a_time(sim, "s1")
     # The log holds the old turn's tool result before the new message.
     kinds = [(e.kind, e.payload.get("tool_call") or e.payload.get("turn"))
-             for e in world.store._threads["s1"].entries]
+             for e in world.log("s1")]
     assert kinds.index(("tool_result", tc)) < kinds.index(("user", "s1.turn2"))
     assert idle(sim, "s1")
 
@@ -434,7 +434,7 @@ def test_paused_owner_cannot_append_after_the_thread_moved() -> None:
         (1, first.host, "StaleEpoch")
     assert rejected.time >= 600 and rejected.data.get("stale") is True
     # Nothing of the stale owner landed: every committed entry carries epoch 2.
-    entries = world.store._threads["s1"].entries
+    entries = world.log("s1")
     assert entries and {e.epoch for e in entries} == {2}
     assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
     appended = ev(sim, "threadlog.appended", session="s1")
@@ -555,7 +555,7 @@ def test_cancel_ends_a_waiting_turn_and_the_queue_moves_on() -> None:
     assert world.deliveries("email") == []
     assert one(sim, "turn.ended", turn="s1.turn2").data["reason"] == "completed"
     # The next turn wrote the cancelled result into the log before its own message.
-    kinds = [e.kind for e in world.store._threads["s1"].entries]
+    kinds = [e.kind for e in world.log("s1")]
     assert kinds[-4:] == ["tool_result", "user", "model", "turn_end"]
 
 
@@ -619,7 +619,7 @@ def test_answer_and_new_message_at_once_the_effect_becomes_a_message() -> None:
     assert ev(sim, "turn.resumed") == []
     # One final result for the call, in the log and in what the runtime reports: the first
     # committed (the new message's), not a second "answered" beside it.
-    results = [e.payload["outcome"] for e in world.store._threads["s1"].entries
+    results = [e.payload["outcome"] for e in world.log("s1")
                if e.kind == "tool_result" and e.payload.get("tool_call") == tc]
     assert results == ["ended_by_message"]
     assert [r.data["outcome"] for r in ev(sim, "tool.result", tool_call=tc)] == \
@@ -659,7 +659,7 @@ def test_crash_after_model_call_bills_once() -> None:
     assert [r.key for r in world.deliveries("model")] == \
         ["model:s1.turn1:0", "model:s1.turn1:1"]
     assert len(ev(sim, "effect.attempted", key="model:s1.turn1:0")) == 2
-    entries = world.store._threads["s1"].entries
+    entries = world.log("s1")
     assert [e.kind for e in entries].count("model") == 2  # the repeated step wrote once
 
 
@@ -670,7 +670,7 @@ def test_owner_stalled_in_its_transaction_loses_the_row_and_its_commit() -> None
     sim.run()
     rejected = one(sim, "threadlog.rejected", session="s1")
     assert (rejected.epoch, rejected.data["reason"]) == (1, "TransactionAborted")
-    assert {e.epoch for e in world.store._threads["s1"].entries} == {2}
+    assert {e.epoch for e in world.log("s1")} == {2}
     assert one(sim, "turn.ended", turn="s1.turn1").data["reason"] == "completed"
 
 
@@ -720,7 +720,7 @@ def test_background_result_landing_during_an_active_turn_moves_the_thread_safely
     keys = [r.key for r in world.deliveries("model")]
     assert len(keys) == len(set(keys))
     assert [r.key for r in world.deliveries("email")] == [f"email:{t1}"]
-    entries = world.store._threads["s1"].entries
+    entries = world.log("s1")
     assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
     assert idle(sim, "s1")
 

@@ -7,6 +7,7 @@ drifted from PostgreSQL, simulated schedules would prove things about a system n
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -227,6 +228,61 @@ def test_payloads_round_trip_as_json_and_committed_rows_do_not_change(backend: B
     assert entry.payload == expected
     assert log[0].payload == expected
     assert log[0].kind == "tool-intent"
+
+
+def test_the_writer_mutating_the_entry_it_got_back_changes_no_committed_row(
+    backend: Backend,
+) -> None:
+    async def story() -> list[LogEntry]:
+        s = backend.store
+        await s.assign_thread("t", "host-a")
+        entry = await s.append("t", 1, "host-a", "msg", {"nested": {"list": [1]}})
+        entry.payload["nested"]["list"].append("mutated by the writer")
+        entry.payload["added"] = True
+        return await s.read("t")
+
+    assert [e.payload for e in run(story())] == [{"nested": {"list": [1]}}]
+
+
+class Color(enum.IntEnum):
+    RED = 1
+
+
+class Mode(enum.StrEnum):
+    FAST = "fast"
+
+
+def test_payloads_that_json_converts_are_converted_as_json_does(backend: Backend) -> None:
+    # Keys that are not str, subclasses of JSON types, a list subclass: what jsonb stores.
+    payload: dict[Any, Any] = {1: "one", 2.5: "x", False: "f", None: "n", "color": Color.RED,
+                               "mode": Mode.FAST, "deep": [{"k": (Color.RED,)}]}
+
+    async def story() -> tuple[LogEntry, list[LogEntry]]:
+        s = backend.store
+        await s.assign_thread("t", "host-a")
+        entry = await s.append("t", 1, "host-a", "msg", payload)
+        return entry, await s.read("t")
+
+    entry, log = run(story())
+    expected = {"1": "one", "2.5": "x", "false": "f", "null": "n", "color": 1, "mode": "fast",
+                "deep": [{"k": [1]}]}
+    assert entry.payload == expected and log[0].payload == expected
+    assert type(log[0].payload["color"]) is int and type(log[0].payload["mode"]) is str
+
+
+def test_in_memory_store_rejects_a_payload_that_is_not_json() -> None:
+    cyclic: dict[str, Any] = {}
+    cyclic["self"] = cyclic
+
+    async def story(payload: dict[str, Any]) -> None:
+        s = InMemoryThreadLogStore(FakeClock())
+        await s.assign_thread("t", "host-a")
+        await s.append("t", 1, "host-a", "msg", payload)
+
+    with pytest.raises(TypeError, match="set is not JSON serializable"):
+        run(story({"tags": {"a"}}))
+    with pytest.raises(ValueError, match="Circular reference"):
+        run(story(cyclic))
 
 
 def test_the_log_stays_linear_across_owners(backend: Backend) -> None:

@@ -19,7 +19,6 @@ from reference_impl.threadlog import (
     InMemoryThreadLogStore,
     LogEntry,
     TransactionAborted,
-    _copy_json,
 )
 
 INVARIANT = "fencing"
@@ -42,11 +41,7 @@ class _UnfencedStore(InMemoryThreadLogStore):
                     f"append to thread {thread_id!r} by {owner!r} at epoch {epoch}: the "
                     "transaction was idle too long holding the control row and was terminated"
                 )
-            entry = LogEntry(
-                thread_id, len(thread.entries) + 1, epoch, owner, kind, _copy_json(payload)
-            )
-            thread.entries.append(entry)
-            return entry
+            return self._commit(thread, thread_id, epoch, owner, kind, payload)
         finally:
             self._unlock(thread, txn)
 
