@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import replay
 from harness.cli import main
 
 pytest_plugins = ["pytester"]
@@ -91,6 +92,8 @@ def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     # A user runs from their own project: nothing of this repository's tests on the path.
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
+    # --adapter-path is remembered for replay commands: kept to this test.
+    monkeypatch.setattr(replay, "_adapter_paths", list(replay._adapter_paths))
     _quiet(capsys)
     return tmp_path
 
