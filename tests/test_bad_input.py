@@ -7,11 +7,16 @@ through the pytest plugin (pytester, as a user's project).
 
 from __future__ import annotations
 
+# Loaded before any in-process pytester run: a module first imported inside one is dropped
+# from sys.modules after it, and a later process pool pickles against a fresh copy of
+# concurrent.futures.process ("not the same object").
+import concurrent.futures.process  # noqa: F401
 import gc
 from pathlib import Path
 
 import pytest
 
+import harness.runner  # noqa: F401
 from harness.cli import main
 
 pytest_plugins = ["pytester"]

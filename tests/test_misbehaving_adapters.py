@@ -15,6 +15,10 @@ API only, each broken in one way a user's can be. What must hold, whatever the b
 
 from __future__ import annotations
 
+# Loaded before any in-process pytester run: a module first imported inside one is dropped
+# from sys.modules after it, and a later process pool pickles against a fresh copy of
+# concurrent.futures.process ("not the same object").
+import concurrent.futures.process  # noqa: F401
 import gc
 import html
 import os
@@ -28,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+import harness.runner  # noqa: F401
 from harness import replay
 from harness.cli import main
 
