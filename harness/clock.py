@@ -137,6 +137,10 @@ class VirtualClock:
                 timer.callback()
         return fired
 
+    def clear(self) -> None:
+        """Drop every timer (the end of a run: their callbacks hold what scheduled them)."""
+        self._heap.clear()
+
     def on_jump(self, listener: Callable[[float], None]) -> Callable[[], None]:
         self._on_jump.append(listener)
         return lambda: self._on_jump.remove(listener)

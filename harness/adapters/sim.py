@@ -94,7 +94,7 @@ class SimRuntime:
                                  data={"owner": current.owner})
 
     def close(self) -> None:
-        self.sim.on_fault_point = None
+        self.sim.close()
 
     def _sessions(self) -> set[str]:
         return {r.session for r in self.history.of_kind("threadlog.assigned") if r.session}

@@ -147,12 +147,15 @@ class Simulator:
         self._steps = 0
         # Attempts abandoned while their host was paused: they may still run after it resumes.
         self._stale: list[Attempt] = []
+        self._closed = False
 
     # ------------------------------------------------------------------ deployments
 
     @property
     def latest(self) -> Deployment:
         if not self.deployments:
+            if self._closed:
+                raise SimulationError("the simulator was closed: its run is over")
             raise SimulationError("no deployment registered: call register(app) first")
         return self.deployments[-1]
 
@@ -337,6 +340,44 @@ class Simulator:
     @property
     def steps(self) -> int:
         return self._steps
+
+    def close(self) -> None:
+        """End of the run: throw the coroutines away and cut the cycles of its objects.
+
+        A run's objects reference each other in cycles: a host and its deployment, the app's
+        ports that reach back into the simulator (the world's sleep and observer), an
+        invocation and its attempt, a journal entry whose listener holds the attempt waiting
+        on it, the clock's timers that call the simulator. Left to the cyclic garbage
+        collector, a whole run (its history included) survives into the collector's older
+        generations, whose collections then took a fifth of the 8-day flow (1.81 -> 1.46 ms
+        per flow, median of 20 interleaved rounds). Cut here, reference counting frees the
+        run as soon as its last outside reference goes. A closed simulator is not run again.
+        """
+        self.on_fault_point = None
+        for inv in self.invocations.values():
+            if inv.attempt is not None:
+                # What a crash does: the coroutine is thrown away (its `finally` runs now,
+                # not whenever the garbage collector would have reached it).
+                self._close(inv.attempt)
+                inv.attempt = None
+            for entry in inv.journal:
+                entry.listeners.clear()
+        for att in self._stale:
+            self._close(att)
+        for dep in self.deployments:
+            for host in dep.hosts:
+                host.parked.clear()
+            dep.hosts.clear()
+            dep.waiting.clear()
+        self.clock.clear()
+        self.deployments.clear()
+        self.hosts.clear()
+        self.invocations.clear()
+        self._objects.clear()
+        self._awakeables.clear()
+        self._ready.clear()
+        self._stale.clear()
+        self._closed = True
 
     # ------------------------------------------------------------------ observation
 
