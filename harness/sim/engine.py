@@ -384,17 +384,35 @@ class Simulator:
     def current_attempt(self) -> Attempt | None:
         return self._current
 
-    def observe(self, kind: str, type: str = "event", **fields: Any) -> Record:
-        """Record an event from running code, stamped with where it ran."""
+    def observe(
+        self, kind: str, type: RecordType = "event", *, data: dict[str, Any] | None = None,
+        host: str | None = None, deployment: str | None = None, invocation: str | None = None,
+        session: str | None = None, turn: str | None = None, tool_call: str | None = None,
+        epoch: int | None = None, key: str | None = None, process: str | None = None,
+        time: float | None = None,
+    ) -> Record:
+        """Record an event from running code, stamped with where it ran: the host,
+        deployment and invocation of the running attempt, where not given.
+
+        `History.add`'s parameters, named (no `**fields` dict built per call and searched).
+        """
         att = self._current
         if att is not None:
             inv = att.invocation
-            fields.setdefault("host", att.host.id)
-            fields.setdefault("deployment", att.host.deployment.id)
-            fields.setdefault("invocation", inv.id)
+            if host is None:
+                host = att.host.id
+            if deployment is None:
+                deployment = att.host.deployment.id
+            if invocation is None:
+                invocation = inv.id
             if att is not inv.attempt:
-                fields.setdefault("data", {})["stale"] = True
-        return self.history.add(kind, type, **fields)  # type: ignore[arg-type]
+                if data is None:
+                    data = {}
+                data["stale"] = True
+        return self._add(kind, type, data=data, host=host, deployment=deployment,
+                         invocation=invocation, session=session, turn=turn,
+                         tool_call=tool_call, epoch=epoch, key=key, process=process,
+                         time=time)
 
     def state(self, service: str, key: str) -> dict[str, Any]:
         slot = self._objects.get((service, key))
