@@ -20,6 +20,7 @@ from harness.errors import ClockError
 
 # Virtual time 0.0 is this instant on the wall clock seen by handler code.
 EPOCH = _dt.datetime(2026, 1, 5, 9, 0, 0, tzinfo=_dt.UTC)
+_NAIVE_EPOCH = EPOCH.replace(tzinfo=None)  # freezegun keeps naive UTC
 
 
 class Clock(Protocol):
@@ -157,7 +158,16 @@ def wall_clock_follows(clock: VirtualClock) -> Iterator[None]:
         freezer.start()
     factory: Any = fapi.freeze_factories[-1]
     factory.move_to(clock.wall())
-    remove = clock.on_jump(lambda _: factory.move_to(clock.wall()))
+    if type(factory) is fapi.FrozenDateTimeFactory:
+        # What `move_to` ends with for this factory (a frozen, not ticking, clock), without
+        # parsing the target and converting it to naive UTC first: 0.9 us a jump, not 4.5 us,
+        # and a generated schedule jumps about 55 times.
+        def follow(now: float) -> None:
+            factory.time_to_freeze = _NAIVE_EPOCH + _dt.timedelta(seconds=now)
+    else:
+        def follow(now: float) -> None:
+            factory.move_to(clock.wall())
+    remove = clock.on_jump(follow)
     try:
         yield
     finally:

@@ -369,3 +369,26 @@ def test_a_closed_run_is_freed_by_reference_counting() -> None:
         assert sim() is None
     finally:
         gc.enable()
+
+
+def test_the_wall_clock_follows_every_jump_to_the_microsecond() -> None:
+    # The freezer is moved by setting its frozen time (not `move_to`) on each jump; the
+    # simulated runs of the golden digests never read the wall clock, so this pins it.
+    import datetime as dt
+
+    from harness.clock import EPOCH, wall_clock_follows
+
+    outer, inner = VirtualClock(), VirtualClock(100.0)
+    with wall_clock_follows(outer):
+        outer.advance_to(0.5)
+        assert dt.datetime.now(dt.UTC) == EPOCH + dt.timedelta(seconds=0.5)
+        with wall_clock_follows(inner):  # moves the freezer that is already on
+            assert dt.datetime.now(dt.UTC) == EPOCH + dt.timedelta(seconds=100)
+            for at in (101.234567, 8 * 86400 + 0.000001, 8 * 86400 + 7.5):
+                inner.advance_to(at)
+                assert dt.datetime.now(dt.UTC) == EPOCH + dt.timedelta(seconds=at)
+                assert dt.datetime.utcnow() == (EPOCH + dt.timedelta(seconds=at)).replace(
+                    tzinfo=None)
+        outer.advance_to(2.25)
+        assert dt.datetime.now(dt.UTC) == EPOCH + dt.timedelta(seconds=2.25)
+
