@@ -31,6 +31,7 @@ import random
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator
 from datetime import timedelta
+from types import CoroutineType
 from typing import Any, Literal
 
 from contract import faultpoints
@@ -794,11 +795,13 @@ def _seconds(delta: timedelta | float) -> float:
 class SimContext:
     """The handler-facing context on the simulator (see contract.binding.Context)."""
 
-    __slots__ = ("_att", "_sim")
+    __slots__ = ("_att", "_sim", "_state_of")
 
     def __init__(self, sim: Simulator, att: Attempt) -> None:
         self._sim = sim
         self._att = att
+        # The object's state, found on first use: a handler reads and writes it many times.
+        self._state_of: dict[str, Any] | None = None
 
     def key(self) -> str:
         key = self._att.invocation.key
@@ -821,7 +824,8 @@ class SimContext:
             return entry.value
         try:
             result = action()
-            if inspect.isawaitable(result):
+            # Most actions are coroutine functions: one type check before inspect's three.
+            if type(result) is CoroutineType or inspect.isawaitable(result):
                 result = await result
         except TerminalError as err:
             sim._append(att, Entry("run", name, done=True, error=err.message))
@@ -912,10 +916,13 @@ class SimContext:
         self._send(target, key, arg, send_delay)
 
     def _state(self) -> dict[str, Any]:
-        inv = self._att.invocation
-        if inv.key is None:
-            raise TerminalError("state is only available in virtual object handlers")
-        return self._sim._slot(inv.service, inv.key).state
+        state = self._state_of
+        if state is None:
+            inv = self._att.invocation
+            if inv.key is None:
+                raise TerminalError("state is only available in virtual object handlers")
+            state = self._state_of = self._sim._slot(inv.service, inv.key).state
+        return state
 
     def get(self, name: str) -> _Ready:
         sim, att = self._sim, self._att
