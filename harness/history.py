@@ -258,6 +258,35 @@ class History:
             listener(record)
         return record
 
+    def add_simulated(
+        self,
+        kind: str,
+        type: RecordType = "event",
+        *,
+        data: dict[str, Any] | None = None,
+        host: str | None = None,
+        deployment: str | None = None,
+        invocation: str | None = None,
+    ) -> Record:
+        """`add` for the simulator's own records: attempts, journal entries, timers, faults.
+
+        The same Record, without the lock and the vocabulary check: the simulator runs on
+        one thread, and its code fixes each kind it records and the fields it gives (tests
+        pass every record of simulated runs through `check_record`). Those two were a third
+        of `add`'s cost, and these records most of a simulated run's (measured: callgrind).
+        """
+        records = self._records
+        built = _Built(
+            len(records), self._clock(), type, kind, None, host, deployment, invocation,
+            None, None, None, None, None, self._wall() if self._wall is not None else None,
+            data or {})
+        built.__class__ = Record  # type: ignore[assignment]
+        record: Record = built  # type: ignore[assignment]
+        records.append(record)
+        for listener in self._listeners:
+            listener(record)
+        return record
+
     def subscribe(self, listener: Callable[[Record], None]) -> None:
         self._listeners.append(listener)
 

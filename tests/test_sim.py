@@ -392,3 +392,49 @@ def test_the_wall_clock_follows_every_jump_to_the_microsecond() -> None:
         outer.advance_to(2.25)
         assert dt.datetime.now(dt.UTC) == EPOCH + dt.timedelta(seconds=2.25)
 
+
+def test_every_record_of_simulated_runs_is_in_the_vocabulary() -> None:
+    # The simulator's own records skip History.add's vocabulary check (add_simulated): its
+    # code fixes their kinds and fields. This is the check they skip, over scenario files and
+    # generated schedules (crashes, pauses, redeploys, fault points) on both sim adapters.
+    from pathlib import Path
+
+    from contract import records as vocabulary
+    from harness.adapters import load_adapter
+    from harness.clock import wall_clock_follows
+    from harness.history import History
+    from harness.run import RunOptions, run_schedule
+    from harness.schedules.generate import Size, generate
+    from harness.schedules.scenario_file import load_scenario
+
+    histories: list[History] = []
+
+    class Kept(History):
+        __slots__ = ()
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            histories.append(self)
+
+    root = Path(__file__).resolve().parent.parent / "scenarios"
+    runs = [load_scenario(f) for f in sorted(root.glob("*.toml"))]
+    runs += [generate(11, i, Size()) for i in range(40)]
+    names = ("process", "host", "deployment", "invocation", "session", "turn", "tool_call",
+             "epoch", "key")
+    kinds: set[str] = set()
+    with pytest.MonkeyPatch.context() as mp, wall_clock_follows(VirtualClock()):
+        mp.setattr("harness.run.History", Kept)
+        for adapter in (load_adapter("reference"), load_adapter("naive")):
+            for schedule in runs:
+                histories.clear()
+                run_schedule(adapter, schedule, RunOptions(report_dir=None,
+                                                           save_history=False))
+                for record in histories[0]:
+                    named = {n: getattr(record, n) for n in names}
+                    assert (vocabulary.unknown_kind(record.kind)
+                            or vocabulary.missing_field(record.kind, named, record.data)
+                            ) is None, record.describe()
+                    kinds.add(record.kind)
+    # The runs reach the simulator's fault paths, not only the happy one.
+    assert {"host.crashed", "host.paused", "attempt.abandoned", "deployment.drained",
+            "faultpoint.reached", "journal.entry", "timer.fired"} <= kinds

@@ -123,8 +123,9 @@ class Simulator:
         self.clock = clock or VirtualClock()
         self.history = history if history is not None else History()
         self.history.bind_clock(self.clock.now)
-        # The hot path records straight into the history (same arguments as `_record`).
-        self._add: Callable[..., Record] = self.history.add
+        # The simulator's own records (see History.add_simulated); what running code
+        # observes goes through `observe`, to History.add.
+        self._add: Callable[..., Record] = self.history.add_simulated
         self.random = random.Random(seed)
         self.abort_timeout = abort_timeout
         self.retry_base = retry_base
@@ -410,10 +411,10 @@ class Simulator:
                 if data is None:
                     data = {}
                 data["stale"] = True
-        return self._add(kind, type, data=data, host=host, deployment=deployment,
-                         invocation=invocation, session=session, turn=turn,
-                         tool_call=tool_call, epoch=epoch, key=key, process=process,
-                         time=time)
+        return self.history.add(kind, type, data=data, host=host, deployment=deployment,
+                                invocation=invocation, session=session, turn=turn,
+                                tool_call=tool_call, epoch=epoch, key=key, process=process,
+                                time=time)
 
     def state(self, service: str, key: str) -> dict[str, Any]:
         slot = self._objects.get((service, key))
