@@ -438,3 +438,26 @@ def test_every_record_of_simulated_runs_is_in_the_vocabulary() -> None:
     # The runs reach the simulator's fault paths, not only the happy one.
     assert {"host.crashed", "host.paused", "attempt.abandoned", "deployment.drained",
             "faultpoint.reached", "journal.entry", "timer.fired"} <= kinds
+
+
+def test_records_of_the_simulator_are_the_records_add_builds() -> None:
+    import dataclasses
+
+    from harness.history import History, Record
+
+    seen: list[Record] = []
+    history = History(lambda: 7.25, wall=lambda: 3.0)
+    history.subscribe(seen.append)
+    first = history.add("journal.entry", invocation="inv1", host="dep1.h1",
+                        data={"index": 0, "entry": "run", "name": "x"})
+    second = history.add_simulated("journal.entry", invocation="inv1", host="dep1.h1",
+                                   data={"index": 0, "entry": "run", "name": "x"})
+    assert type(second) is Record
+    assert second == dataclasses.replace(first, index=1)
+    assert seen == [first, second] and history.records == [first, second]
+    third = history.add_simulated("invocation.completed", "fail", invocation="inv1",
+                                  deployment="dep1")
+    assert third == Record(2, 7.25, "fail", "invocation.completed", deployment="dep1",
+                           invocation="inv1", wall=3.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        third.kind = "x"  # type: ignore[misc]

@@ -501,7 +501,8 @@ class Simulator:
         self._new_attempt(inv)
 
     def _pick_host(self, dep: Deployment) -> Host | None:
-        candidates = [h for h in dep.hosts if h.available]
+        # Host.available, spelled out: a property call per host per attempt.
+        candidates = [h for h in dep.hosts if not h.paused and not h.crashed]
         if not candidates:
             return None
         if len(candidates) == 1:
