@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from harness.clock import VirtualClock
-from harness.errors import ClockError
+from harness.errors import ClockError, SimulationError
 from harness.sim import Simulator
 from reference_impl import faultpoints
 from reference_impl.binding import App, Context, Handler, HandlerRef, Service, TerminalError
@@ -317,3 +317,147 @@ def test_history_round_trips_through_jsonl(tmp_path: Any) -> None:
     loaded = History.load(path)
     assert loaded.to_jsonl() == sim.history.to_jsonl()
     assert [r.kind for r in loaded] == [r.kind for r in sim.history]
+
+
+def test_close_throws_suspended_coroutines_away_and_ends_the_run() -> None:
+    ran: list[str] = []
+
+    async def waits(ctx: Context, arg: Any) -> Any:
+        try:
+            await ctx.sleep(timedelta(days=30))
+        finally:
+            ran.append("finally")
+
+    sim = Simulator()
+    sim.register(App("v1", (Service("Svc", (Handler("waits", waits),)),)))
+    sim.invoke("Svc", "waits")
+    sim.run(until=60)
+    assert ran == []
+    sim.close()
+    assert ran == ["finally"]  # as a crash does, at close, not whenever the GC gets to it
+    with pytest.raises(SimulationError, match="closed"):
+        sim.invoke("Svc", "waits")
+
+
+def test_a_closed_run_is_freed_by_reference_counting() -> None:
+    # Cycles (host <-> deployment, the app's ports -> the world -> the simulator, an
+    # invocation <-> its attempt, timers) left a whole run to the cyclic GC, which then cost
+    # a fifth of a simulated run; close() cuts them. With the GC off, only reference counting
+    # can free the simulator, and a run left waiting (a turn waiting on approval, timers
+    # pending, a coroutine suspended) must still go.
+    import gc
+    import weakref
+
+    from harness.adapters import load_adapter
+    from harness.adapters.base import RunContext
+    from harness.history import History
+    from reference_impl.ports import Config
+
+    runtime = load_adapter("reference").open(
+        RunContext(seed=1, history=History(), config=Config(), hosts=2))
+    runtime.send_message("s1", {"message_id": "s1.m1", "text": "email it", "user": "alice",
+                                "plan": ["send_email"]})
+    runtime.advance(600.0)
+    assert any(inv.attempt is not None or inv.status != "completed"
+               for inv in runtime.sim.invocations.values())  # a run left waiting
+    runtime.finish()
+    sim = weakref.ref(runtime.sim)
+    gc.disable()
+    try:
+        runtime.close()
+        del runtime
+        assert sim() is None
+    finally:
+        gc.enable()
+
+
+def test_the_wall_clock_follows_every_jump_to_the_microsecond() -> None:
+    # The freezer is moved by setting its frozen time (not `move_to`) on each jump; the
+    # simulated runs of the golden digests never read the wall clock, so this pins it.
+    import datetime as dt
+
+    from harness.clock import EPOCH, wall_clock_follows
+
+    outer, inner = VirtualClock(), VirtualClock(100.0)
+    with wall_clock_follows(outer):
+        outer.advance_to(0.5)
+        assert dt.datetime.now(dt.UTC) == EPOCH + dt.timedelta(seconds=0.5)
+        with wall_clock_follows(inner):  # moves the freezer that is already on
+            assert dt.datetime.now(dt.UTC) == EPOCH + dt.timedelta(seconds=100)
+            for at in (101.234567, 8 * 86400 + 0.000001, 8 * 86400 + 7.5):
+                inner.advance_to(at)
+                assert dt.datetime.now(dt.UTC) == EPOCH + dt.timedelta(seconds=at)
+                assert dt.datetime.utcnow() == (EPOCH + dt.timedelta(seconds=at)).replace(
+                    tzinfo=None)
+        outer.advance_to(2.25)
+        assert dt.datetime.now(dt.UTC) == EPOCH + dt.timedelta(seconds=2.25)
+
+
+def test_every_record_of_simulated_runs_is_in_the_vocabulary() -> None:
+    # The simulator's own records skip History.add's vocabulary check (add_simulated): its
+    # code fixes their kinds and fields. This is the check they skip, over scenario files and
+    # generated schedules (crashes, pauses, redeploys, fault points) on both sim adapters.
+    from pathlib import Path
+
+    from contract import records as vocabulary
+    from harness.adapters import load_adapter
+    from harness.clock import wall_clock_follows
+    from harness.history import History
+    from harness.run import RunOptions, run_schedule
+    from harness.schedules.generate import Size, generate
+    from harness.schedules.scenario_file import load_scenario
+
+    histories: list[History] = []
+
+    class Kept(History):
+        __slots__ = ()
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            histories.append(self)
+
+    root = Path(__file__).resolve().parent.parent / "scenarios"
+    runs = [load_scenario(f) for f in sorted(root.glob("*.toml"))]
+    runs += [generate(11, i, Size()) for i in range(40)]
+    names = ("process", "host", "deployment", "invocation", "session", "turn", "tool_call",
+             "epoch", "key")
+    kinds: set[str] = set()
+    with pytest.MonkeyPatch.context() as mp, wall_clock_follows(VirtualClock()):
+        mp.setattr("harness.run.History", Kept)
+        for adapter in (load_adapter("reference"), load_adapter("naive")):
+            for schedule in runs:
+                histories.clear()
+                run_schedule(adapter, schedule, RunOptions(report_dir=None,
+                                                           save_history=False))
+                for record in histories[0]:
+                    named = {n: getattr(record, n) for n in names}
+                    assert (vocabulary.unknown_kind(record.kind)
+                            or vocabulary.missing_field(record.kind, named, record.data)
+                            ) is None, record.describe()
+                    kinds.add(record.kind)
+    # The runs reach the simulator's fault paths, not only the happy one.
+    assert {"host.crashed", "host.paused", "attempt.abandoned", "deployment.drained",
+            "faultpoint.reached", "journal.entry", "timer.fired"} <= kinds
+
+
+def test_records_of_the_simulator_are_the_records_add_builds() -> None:
+    import dataclasses
+
+    from harness.history import History, Record
+
+    seen: list[Record] = []
+    history = History(lambda: 7.25, wall=lambda: 3.0)
+    history.subscribe(seen.append)
+    first = history.add("journal.entry", invocation="inv1", host="dep1.h1",
+                        data={"index": 0, "entry": "run", "name": "x"})
+    second = history.add_simulated("journal.entry", invocation="inv1", host="dep1.h1",
+                                   data={"index": 0, "entry": "run", "name": "x"})
+    assert type(second) is Record
+    assert second == dataclasses.replace(first, index=1)
+    assert seen == [first, second] and history.records == [first, second]
+    third = history.add_simulated("invocation.completed", "fail", invocation="inv1",
+                                  deployment="dep1")
+    assert third == Record(2, 7.25, "fail", "invocation.completed", deployment="dep1",
+                           invocation="inv1", wall=3.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        third.kind = "x"  # type: ignore[misc]

@@ -94,14 +94,7 @@ class SimRuntime:
                                  data={"owner": current.owner})
 
     def close(self) -> None:
-        self.sim.on_fault_point = None
-        # The handler coroutines of a run cut short (an adapter that raised, a timeout) never
-        # finish: closed here, or Python prints "coroutine ... was never awaited" whenever
-        # they are collected, into whatever output comes then.
-        sim = self.sim
-        for attempt in [inv.attempt for inv in sim.invocations.values()] + sim._stale:
-            if attempt is not None:
-                sim._close(attempt)
+        self.sim.close()
 
     def _sessions(self) -> set[str]:
         return {r.session for r in self.history.of_kind("threadlog.assigned") if r.session}

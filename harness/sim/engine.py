@@ -31,6 +31,7 @@ import random
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator
 from datetime import timedelta
+from types import CoroutineType
 from typing import Any, Literal
 
 from contract import faultpoints
@@ -122,8 +123,9 @@ class Simulator:
         self.clock = clock or VirtualClock()
         self.history = history if history is not None else History()
         self.history.bind_clock(self.clock.now)
-        # The hot path records straight into the history (same arguments as `_record`).
-        self._add: Callable[..., Record] = self.history.add
+        # The simulator's own records (see History.add_simulated); what running code
+        # observes goes through `observe`, to History.add.
+        self._add: Callable[..., Record] = self.history.add_simulated
         self.random = random.Random(seed)
         self.abort_timeout = abort_timeout
         self.retry_base = retry_base
@@ -147,12 +149,15 @@ class Simulator:
         self._steps = 0
         # Attempts abandoned while their host was paused: they may still run after it resumes.
         self._stale: list[Attempt] = []
+        self._closed = False
 
     # ------------------------------------------------------------------ deployments
 
     @property
     def latest(self) -> Deployment:
         if not self.deployments:
+            if self._closed:
+                raise SimulationError("the simulator was closed: its run is over")
             raise SimulationError("no deployment registered: call register(app) first")
         return self.deployments[-1]
 
@@ -338,22 +343,78 @@ class Simulator:
     def steps(self) -> int:
         return self._steps
 
+    def close(self) -> None:
+        """End of the run: throw the coroutines away and cut the cycles of its objects.
+
+        A run's objects reference each other in cycles: a host and its deployment, the app's
+        ports that reach back into the simulator (the world's sleep and observer), an
+        invocation and its attempt, a journal entry whose listener holds the attempt waiting
+        on it, the clock's timers that call the simulator. Left to the cyclic garbage
+        collector, a whole run (its history included) survives into the collector's older
+        generations, whose collections then took a fifth of the 8-day flow (1.81 -> 1.46 ms
+        per flow, median of 20 interleaved rounds). Cut here, reference counting frees the
+        run as soon as its last outside reference goes. A closed simulator is not run again.
+        """
+        self.on_fault_point = None
+        for inv in self.invocations.values():
+            if inv.attempt is not None:
+                # What a crash does: the coroutine is thrown away (its `finally` runs now,
+                # not whenever the garbage collector would have reached it).
+                self._close(inv.attempt)
+                inv.attempt = None
+            for entry in inv.journal:
+                entry.listeners.clear()
+        for att in self._stale:
+            self._close(att)
+        for dep in self.deployments:
+            for host in dep.hosts:
+                host.parked.clear()
+            dep.hosts.clear()
+            dep.waiting.clear()
+        self.clock.clear()
+        self.deployments.clear()
+        self.hosts.clear()
+        self.invocations.clear()
+        self._objects.clear()
+        self._awakeables.clear()
+        self._ready.clear()
+        self._stale.clear()
+        self._closed = True
+
     # ------------------------------------------------------------------ observation
 
     def current_attempt(self) -> Attempt | None:
         return self._current
 
-    def observe(self, kind: str, type: str = "event", **fields: Any) -> Record:
-        """Record an event from running code, stamped with where it ran."""
+    def observe(
+        self, kind: str, type: RecordType = "event", *, data: dict[str, Any] | None = None,
+        host: str | None = None, deployment: str | None = None, invocation: str | None = None,
+        session: str | None = None, turn: str | None = None, tool_call: str | None = None,
+        epoch: int | None = None, key: str | None = None, process: str | None = None,
+        time: float | None = None,
+    ) -> Record:
+        """Record an event from running code, stamped with where it ran: the host,
+        deployment and invocation of the running attempt, where not given.
+
+        `History.add`'s parameters, named (no `**fields` dict built per call and searched).
+        """
         att = self._current
         if att is not None:
             inv = att.invocation
-            fields.setdefault("host", att.host.id)
-            fields.setdefault("deployment", att.host.deployment.id)
-            fields.setdefault("invocation", inv.id)
+            if host is None:
+                host = att.host.id
+            if deployment is None:
+                deployment = att.host.deployment.id
+            if invocation is None:
+                invocation = inv.id
             if att is not inv.attempt:
-                fields.setdefault("data", {})["stale"] = True
-        return self.history.add(kind, type, **fields)  # type: ignore[arg-type]
+                if data is None:
+                    data = {}
+                data["stale"] = True
+        return self.history.add(kind, type, data=data, host=host, deployment=deployment,
+                                invocation=invocation, session=session, turn=turn,
+                                tool_call=tool_call, epoch=epoch, key=key, process=process,
+                                time=time)
 
     def state(self, service: str, key: str) -> dict[str, Any]:
         slot = self._objects.get((service, key))
@@ -440,7 +501,8 @@ class Simulator:
         self._new_attempt(inv)
 
     def _pick_host(self, dep: Deployment) -> Host | None:
-        candidates = [h for h in dep.hosts if h.available]
+        # Host.available, spelled out: a property call per host per attempt.
+        candidates = [h for h in dep.hosts if not h.paused and not h.crashed]
         if not candidates:
             return None
         if len(candidates) == 1:
@@ -735,11 +797,13 @@ def _seconds(delta: timedelta | float) -> float:
 class SimContext:
     """The handler-facing context on the simulator (see contract.binding.Context)."""
 
-    __slots__ = ("_att", "_sim")
+    __slots__ = ("_att", "_sim", "_state_of")
 
     def __init__(self, sim: Simulator, att: Attempt) -> None:
         self._sim = sim
         self._att = att
+        # The object's state, found on first use: a handler reads and writes it many times.
+        self._state_of: dict[str, Any] | None = None
 
     def key(self) -> str:
         key = self._att.invocation.key
@@ -762,7 +826,8 @@ class SimContext:
             return entry.value
         try:
             result = action()
-            if inspect.isawaitable(result):
+            # Most actions are coroutine functions: one type check before inspect's three.
+            if type(result) is CoroutineType or inspect.isawaitable(result):
                 result = await result
         except TerminalError as err:
             sim._append(att, Entry("run", name, done=True, error=err.message))
@@ -853,10 +918,13 @@ class SimContext:
         self._send(target, key, arg, send_delay)
 
     def _state(self) -> dict[str, Any]:
-        inv = self._att.invocation
-        if inv.key is None:
-            raise TerminalError("state is only available in virtual object handlers")
-        return self._sim._slot(inv.service, inv.key).state
+        state = self._state_of
+        if state is None:
+            inv = self._att.invocation
+            if inv.key is None:
+                raise TerminalError("state is only available in virtual object handlers")
+            state = self._state_of = self._sim._slot(inv.service, inv.key).state
+        return state
 
     def get(self, name: str) -> _Ready:
         sim, att = self._sim, self._att
