@@ -339,6 +339,23 @@ def test_late_and_dropped_steps_are_in_the_summary_and_the_report(
     assert "Steps not applied as written" in page
 
 
+def test_generated_steps_not_applied_are_counted_apart_from_the_scenario_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Random timing drops generated answers by the hundred in a default run: they must not
+    # read as the scenario author's mistake (nor bury one).
+    scenario = tmp_path / "late.toml"
+    scenario.write_text(LATE_AND_DROPPED, encoding="utf-8")
+    args = _run(report=tmp_path / "r", scenario=scenario)
+    args[args.index("--schedules") + 1] = "30"
+    main([*args, "--seed", "3"])
+    out = capsys.readouterr().out
+    assert "steps not applied as written: 1 late, 2 dropped; e.g. late-and-" in out
+    [generated] = [line for line in out.splitlines()
+                   if line.startswith("  generated steps not applied as written: ")]
+    assert " dropped" in generated and "random timing" in generated
+
+
 # ---------------------------------------------------------------------------- signals
 
 
