@@ -1164,6 +1164,21 @@ def test_liveness_invocation_queued_behind_a_held_key_is_a_violation() -> None:
     assert "invocation inv1" not in witness.split("behind inv1")[1]
 
 
+def test_liveness_witness_says_an_invocation_was_queued_then_running() -> None:
+    # Taken from its queue by a host long after it was created, then running past the bound:
+    # "stayed queued" alone hid that it ran.
+    h = History()
+    _faults_then_heal(h)
+    ev(h, "invocation.created", 50, {"target": "approval_turn"}, invocation="inv1")
+    ev(h, "invocation.started", 70, {"target": "approval_turn"}, invocation="inv1",
+       deployment="dep2")
+    ev(h, "invocation.completed", 100 + 2 * HOUR, type="ok", invocation="inv1",
+       deployment="dep2")
+    ev(h, "run.end", 100 + 3 * HOUR)
+    witness = failing(Liveness().check(h, CONFIG))
+    assert "invocation inv1 approval_turn stayed queued, then running, from t=50s" in witness
+
+
 def test_liveness_slow_but_finished_turn_after_heal_is_a_violation() -> None:
     h = History()
     _faults_then_heal(h)

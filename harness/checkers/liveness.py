@@ -113,7 +113,8 @@ class Liveness:
         holders: dict[tuple[str, str], str] = {}
         # Closed stretches long enough to matter whatever the heal time turns out to be.
         busy_spans: list[tuple[str, Record, Record]] = []
-        inv_spans: list[tuple[str, _Invocation, Record, Record]] = []
+        # (invocation, its record, span start, span end, its state when the span ended)
+        inv_spans: list[tuple[str, _Invocation, Record, Record, str]] = []
         last_fault: float | None = None
         records = history.records
         first_time = records[0].time if records else 0.0
@@ -199,7 +200,7 @@ class Liveness:
                     None if key is None else str(key), since=r)
             if kind == "invocation.completed":
                 if inv.since is not None and r.time - inv.since.time > bound:
-                    inv_spans.append((r.invocation, inv, inv.since, r))
+                    inv_spans.append((r.invocation, inv, inv.since, r, inv.state))
                 if inv.target is not None and inv.key is not None:
                     slot = (inv.target.split("/", 1)[0], inv.key)
                     if holders.get(slot) == r.invocation:
@@ -209,7 +210,7 @@ class Liveness:
             state = _STATES.get(kind, inv.state)
             if state == "suspended":
                 if inv.since is not None and r.time - inv.since.time > bound:
-                    inv_spans.append((r.invocation, inv, inv.since, r))
+                    inv_spans.append((r.invocation, inv, inv.since, r, inv.state))
                 inv.since = None
             elif inv.since is None:
                 inv.since = r
@@ -259,10 +260,14 @@ class Liveness:
         def name(inv_id: str, inv: _Invocation) -> str:
             return f"{inv_id} {inv.target}" if inv.target else inv_id
 
-        for inv_id, inv, since, until in inv_spans:
+        for inv_id, inv, since, until, last in inv_spans:
             if too_long(since.time, until.time):
+                # Queued, then started on a host: the witness says both, not only how the
+                # span began.
+                first = _STATES.get(since.kind, "active")
+                stayed = first if last in (first, "suspended") else f"{first}, then {last},"
                 violations.append(Violation(
-                    f"invocation {name(inv_id, inv)} stayed {_STATES.get(since.kind, 'active')}"
+                    f"invocation {name(inv_id, inv)} stayed {stayed}"
                     f" from {at(since.time)} to {at(until.time)} without completing or "
                     f"suspending, {limit}: {since.describe()}; {until.describe()}",
                     cite((since, until)),
