@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Literal
 
+from contract import services
+
 __all__ = [
     "FIELDS",
     "JUDGED_ON",
@@ -56,7 +58,7 @@ SOURCES: Final[Mapping[str, str]] = MappingProxyType({
     "engine": "the durable-execution engine: the simulator, or an engine observer / adapter "
               "reading a real engine's state (Restate, Temporal, DBOS)",
     "world": "the world the harness owns: the model provider, the outbox, the ledger, the "
-             "identity directory",
+             "identity directory, the approval card service",
     "runner": "the runner: the schedule's steps (operations `op.*`, faults `fault.*`) and the "
               "run's end",
     "final": "the adapter at the end of a run: the committed state it reads back",
@@ -108,7 +110,9 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "step": "the schedule step's number (1-based, in the scenario file's order)",
     "lacks": "what the runtime lacks for the step: a capability, a world endpoint or a fault "
              "point it does not declare",
-    "fault": "the provider fault injected",
+    "fault": "the service fault injected (`contract.services.SERVICE_FAULTS`)",
+    "service": "the world service a fault is on (`contract.services.SERVICES`)",
+    "throttled": "true when the fault is a 429 repeated because Retry-After had not passed",
     "times": "how many times",
     "seconds": "real seconds",
     "replay": "true when the attempt replays a journal (a retry or a move to another host)",
@@ -147,7 +151,7 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
 # recorded as `fault.<action>` with `skipped`, so each has a kind here.
 SCHEDULE_ACTIONS: Final = (
     "message", "answer", "background", "cancel", "revoke", "grant", "deploy", "gc-pause",
-    "crash", "provider", "arm", "network", "clock-jump",
+    "crash", "service-fault", "arm", "network", "clock-jump",
 )
 
 # Value sets shared by several kinds.
@@ -157,7 +161,7 @@ TOOL_OUTCOMES: Final = (
 )
 TURN_END_REASONS: Final = ("completed", "steered", "cancelled", "held")
 EFFECTS: Final = ("email", "charge", "model")
-PROVIDER_FAULTS: Final = ("500_before", "500_after_billed", "429", "timeout")
+PROVIDER_FAULTS: Final = services.FAULT_NAMES  # every service fails the same ways
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,8 +322,11 @@ _KINDS: Final = (
     Kind("effect.deduplicated", "world", "a retry under a delivered key: nothing delivered",
          (), ("effect", "logical", "key", "session", "turn", "tool_call"),
          (("effect", EFFECTS),), open_values=True),
-    Kind("provider.fault", "world", "the model provider failed a call on purpose",
-         ("fault",), ("session", "turn", "key"), (("fault", PROVIDER_FAULTS),)),
+    Kind("service.fault", "world", "a world service (the provider, email, payments, identity, "
+         "cards) failed a call on purpose; an effect it did is recorded as delivered too",
+         ("service", "fault"), ("session", "turn", "tool_call", "key", "throttled",
+                                "duration"),
+         (("service", services.SERVICES), ("fault", services.FAULT_NAMES))),
     Kind("identity.revoked", "world", "a user lost access to a tool ('*': every tool)",
          ("user",), ("tool",)),
     Kind("identity.granted", "world", "a user got access to a tool back", ("user",),
@@ -346,7 +353,7 @@ _KINDS: Final = (
     *(Kind(f"fault.{action}", "runner",
            f"the schedule's `{action}` step (with `skipped` when the runtime lacks the "
            "capability)", (), ("host", "deployment", "duration", "point", "action", "fault",
-                               "times", "link", "kind", "skipped", "reason"),
+                               "service", "times", "link", "kind", "skipped", "reason"),
            types=("info", "event"))
       for action in SCHEDULE_ACTIONS if action != "deploy"),
     Kind("fault.deploy", "runner", "a `deploy` step the runtime could not take (`skipped`)",
@@ -504,7 +511,8 @@ _FAULTS: Final = (
     ("host.restarted", ("host", "deployment")),
     ("fault.gc-pause", ("host", "duration")),
     ("fault.crash", ("host",)),
-    ("fault.provider", ()),
+    ("fault.service-fault", ()),
+    ("service.fault", ("duration",)),
     ("fault.heal", ("at",)),
 )
 # Read by every checker: the engine's measured latency and the run's end.

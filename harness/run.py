@@ -289,7 +289,7 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
            number: int = 0) -> None:
     action = step.action
     notes = notes if notes is not None else []
-    lacks = lacking(runtime, action, step.get("point"))
+    lacks = lacking(runtime, action, step.get("point"), step.get("service"))
     if lacks is not None:
         # Not applied, and said so: a step the runtime cannot take must not read as a step
         # it took and survived.
@@ -342,10 +342,11 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
         runtime.world.directory.revoke(step.get("user"), step.get("tool"))
     elif action == "grant":
         runtime.world.directory.grant(step.get("user"), step.get("tool"))
-    elif action == "provider":
-        runtime.world.provider.inject(step.get("fault"), step.get("times"))
-        history.add("fault.provider", "info", data={"fault": step.get("fault"),
-                                                    "times": step.get("times")})
+    elif action == "service-fault":
+        runtime.world.services.inject(step.get("service"), step.get("fault"), step.get("times"))
+        history.add("fault.service-fault", "info", data={"service": step.get("service"),
+                                                         "fault": step.get("fault"),
+                                                         "times": step.get("times")})
     elif action == "deploy":
         dep = runtime.deploy(step.get("version"))  # type: ignore[attr-defined]
         history.add("fault.redeploy", "info", deployment=dep)

@@ -22,6 +22,7 @@ from typing import Any, Final, TypeVar, cast
 from contract import faultpoints
 from contract.binding import JSON, Context, HandlerRef
 from contract.ports import Ports
+from contract.services import ServiceError, body_error
 from reference_impl.threadlog import LogEntry, StaleEpoch, ThreadLog, TransactionAborted
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "Guard",
     "SessionLog",
     "charge_key",
+    "checked",
     "effect_key",
     "email_message_id",
     "model_key",
@@ -104,6 +106,19 @@ def effect_key(effect: str | None, tool_call: str) -> str | None:
     return None
 
 
+def checked(response: Any, error: type[ServiceError] = ServiceError) -> Any:
+    """A world service's answer, or the error its body says it is.
+
+    A 200 whose body is `{"error": ...}` did not do the work: taken as an answer, the tool
+    would report an email sent that never was. Raised instead, it fails the step like any
+    other service error, and the engine's retry carries the same key.
+    """
+    problem = body_error(response)
+    if problem is not None:
+        raise error(f"the service answered 200 with an error: {problem}", status=200)
+    return response
+
+
 @dataclass(frozen=True, slots=True)
 class Effected:
     """What `run_effect` did: the world's response, or nothing because it held."""
@@ -143,13 +158,13 @@ async def run_effect(
         )
 
         async def send() -> JSON:
-            response = await ports.mailer.send_email(
+            response = checked(await ports.mailer.send_email(
                 message_id=message_id,
                 to=str(args.get("to", user)),
                 subject=str(args.get("subject", tool)),
                 body=str(args.get("body", "")),
                 tool_call=tool_call,
-            )
+            ))
             await faultpoints.reach("effect.email.after_send")
             return response
 
@@ -158,9 +173,9 @@ async def run_effect(
         key = charge_key(tool_call)
 
         async def charge() -> JSON:
-            response = await ports.payments.charge(
+            response = checked(await ports.payments.charge(
                 idempotency_key=key, amount=int(args.get("amount", 0)), tool_call=tool_call
-            )
+            ))
             await faultpoints.reach("effect.charge.after_charge")
             return response
 

@@ -449,7 +449,7 @@ def test_runtime_text_is_escaped_everywhere(tmp_path: Path) -> None:
     history.add("turn.started", time=1.0, session=evil, turn="t1", data={"message": evil})
     history.add("tool.awaiting", time=2.0, session=evil, turn="t1", tool_call="c1",
                 data={"tool": evil})
-    history.add("fault.provider", time=3.0, data={"mode": evil})
+    history.add("fault.service-fault", time=3.0, data={"mode": evil})
     history.add("run.end", time=10.0)
     path = history.save(tmp_path / "evil.jsonl")
     run = run_outcome(evil, evil, (Result(evil, False, (Violation(evil, (1, 3, 4)),)),),
