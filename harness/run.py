@@ -42,7 +42,7 @@ from harness.errors import AdapterUnavailable, RunTimeout
 from harness.history import History, Record, fmt_duration
 from harness.outcome import RunOutcome, SkippedStep
 from harness.scaling import real_seconds
-from harness.schedules.model import FAULT_ACTIONS, Schedule, Step
+from harness.schedules.model import FAULT_ACTIONS, STEP_KINDS, Schedule, Step
 from harness.sim import Simulator
 from harness.watchdog import Watchdog
 
@@ -194,6 +194,7 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         error=error,
         expected=_expected(schedule),
         expected_failures=tuple(k for k, v in schedule.expect if v == "fails"),
+        step_kinds=_step_kinds(schedule),
         alive=_alive(summarised),
         opened=opened,
         step_notes=tuple(notes),
@@ -201,6 +202,11 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         unclaimed=tuple(r for r in judged if r.checker not in claimed),
     )
     return _save(outcome, schedule, history, options)
+
+
+def _step_kinds(schedule: Schedule) -> tuple[str, ...]:
+    held = schedule.step_kinds()
+    return tuple(kind for kind in STEP_KINDS if kind in held)
 
 
 def _injected(schedule: Schedule, skipped: Sequence[SkippedStep]) -> dict[str, int]:
