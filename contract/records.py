@@ -513,6 +513,7 @@ _FAULTS: Final = (
     ("fault.crash", ("host",)),
     ("fault.service-fault", ()),
     ("service.fault", ("duration",)),
+    ("fault.clock-jump", ("duration",)),
     ("fault.heal", ("at",)),
 )
 # Read by every checker: the engine's measured latency and the run's end.

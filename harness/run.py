@@ -375,8 +375,10 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
                                                    "kind": step.get("kind"),
                                                    "duration": step.get("duration")})
     elif action == "clock-jump":
-        runtime.clock_jump(step.get("duration"))  # type: ignore[attr-defined]
+        # Recorded where the jump starts: the checkers read [time, time + duration] as time
+        # the runtime never had.
         history.add("fault.clock-jump", "info", data={"duration": step.get("duration")})
+        runtime.clock_jump(step.get("duration"))  # type: ignore[attr-defined]
 
 
 def _open_cards(runtime: Runtime, session: str, engine: str, known: bool) -> list[Any]:

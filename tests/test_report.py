@@ -412,6 +412,7 @@ def test_step_kinds_are_counted_once_per_generated_schedule(tmp_path: Path) -> N
     line = _summary(SuiteOutcome(("reference", "naive"), 0, runs, 1.0), tmp_path)
     assert f"step kinds: 3 of {len(STEP_KINDS)} step kinds in 2 generated schedule(s); " \
            "never: message (steer)," in line
+    assert f"and {len(STEP_KINDS) - 3 - 5} more" in line  # five named, the rest counted
 
 
 def test_summary_states_adapters_seed_runs_times_and_faults(suite: SuiteOutcome) -> None:

@@ -94,13 +94,14 @@ def overlap(merged: list[Interval], start: float, end: float) -> float:
 
 FAULT_KINDS: Final = frozenset(
     {"host.paused", "host.resumed", "host.crashed", "host.restarted", "fault.gc-pause",
-     "fault.crash", "fault.service-fault", "service.fault", "fault.heal"}
+     "fault.crash", "fault.service-fault", "service.fault", "fault.clock-jump", "fault.heal"}
 )
 
 
 class Faults:
     """Windows during which a fault was active: hosts paused or crashed, a world service
-    failing (a `service-fault` step: the provider, email, payments, identity or cards).
+    failing (a `service-fault` step: the provider, email, payments, identity or cards) or
+    holding a call, the clock jumping.
 
     Fed the records of `FAULT_KINDS` in order; `finish(end)` closes what is still open. The
     simulator's host events and the harness's fault records describe the same pauses; merging
@@ -115,8 +116,8 @@ class Faults:
         self._down_open: dict[str, float] = {}
         self._provider: list[Interval] = []
         self._provider_open: float | None = None
-        # Calls a world service held (a slow answer, a timeout): time the caller was blocked
-        # by a fault, like a host's downtime.
+        # Calls a world service held (a slow answer, a timeout) and clock jumps: time the
+        # runtime was blocked by a fault or never had, like a host's downtime.
         self._held: list[Interval] = []
         self.host_deployment: dict[str, str] = {}
         # When the last fault ended (a heal, a resume, a restart, the end of a timed pause).
@@ -153,8 +154,9 @@ class Faults:
                 if self._provider_open is None:
                     self._provider_open = r.time
                 self._ended(r.time)
-        elif kind == "service.fault":
-            # A call the world held (a slow answer, a timeout): the window it was held for.
+        elif kind in ("service.fault", "fault.clock-jump"):
+            # A call the world held (a slow answer, a timeout), or time the clock skipped
+            # (recorded where the jump starts): time the runtime did not have.
             if duration is not None:
                 self._held.append((r.time, r.time + float(duration)))
                 self._provider.append((r.time, r.time + float(duration)))
@@ -185,7 +187,8 @@ class Faults:
         return merge([(a, b) for _, a, b in self._down]), merge(self._provider)
 
     def held(self) -> list[Interval]:
-        """Merged windows during which a world service held a call (slow, timed out)."""
+        """Merged windows during which a world service held a call (slow, timed out) or the
+        clock jumped."""
         return merge(self._held)
 
     def downtime_of(self, hosts: set[str]) -> list[Interval]:

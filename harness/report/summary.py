@@ -110,8 +110,12 @@ class StepKinds:
             return "no generated schedule"
         never = self.never
         if never:
+            # A few names: an exploration that stopped at its first failure ran too few
+            # schedules to hold most kinds, and the report lists them all.
+            named = ", ".join(never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5
+                                            else "")
             return (f"{len(self.counts) - len(never)} of {len(self.counts)} step kinds in "
-                    f"{self.schedules} generated schedule(s); never: {', '.join(never)}")
+                    f"{self.schedules} generated schedule(s); never: {named}")
         kind, n = min(self.counts, key=lambda c: c[1])
         return (f"all {len(self.counts)} step kinds in {self.schedules} generated schedule(s);"
                 f" rarest: {kind} in {n}")
