@@ -832,6 +832,36 @@ def _access_world(h: History) -> None:
     _deploy(h, 1000, "dep2", "v2", prev="dep1")
 
 
+def test_access_an_in_call_execution_in_flight_past_the_hand_off_is_not_a_skipped_check(
+) -> None:
+    """The call's execution began in-call (its intent written before the revocation and the
+    hand-off); its host paused mid-request and delivered after the hand-off. No re-run was
+    asked to check: not a violation. An intent of the call after the hand-off (a re-run that
+    never said it checked) is still judged."""
+    def history(intent_at: float) -> History:
+        h = History()
+        ev(h, "op.message", 0, {"message_id": "m1", "user": "u1"}, type="invoke",
+           session="s1")
+        _deploy(h, 0, "dep1", "v1")
+        ob(h, "tool.awaiting", 10, "aw1", {"tool": "send_email"}, session="s1", turn="T1",
+           tool_call="tc1")
+        if intent_at < 310:
+            ob(h, "tool.intent", intent_at, "in1", {"tool": "send_email"}, session="s1",
+               turn="T1", tool_call="tc1")
+        ev(h, "identity.revoked", 200, {"user": "u1", "tool": "send_email"})
+        ob(h, "tool.handoff", 310, "ho1", session="s1", turn="T1", tool_call="tc1")
+        if intent_at >= 310:
+            ob(h, "tool.intent", intent_at, "in2", {"tool": "send_email"}, session="s1",
+               turn="T1", tool_call="tc1")
+        ev(h, "effect.delivered", 900, {"effect": "email", "logical": "tc1"}, key="k1",
+           session="s1", turn="T1", tool_call="tc1")
+        return h
+
+    passing(AccessRechecked().check(history(100), CONFIG))
+    assert "no re-run checked it after the hand-off" in failing(
+        AccessRechecked().check(history(600), CONFIG))
+
+
 def test_access_rerun_on_latest_and_denied_after_revocation_passes() -> None:
     h = History()
     _access_world(h)
