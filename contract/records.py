@@ -161,7 +161,6 @@ TOOL_OUTCOMES: Final = (
 )
 TURN_END_REASONS: Final = ("completed", "steered", "cancelled", "held")
 EFFECTS: Final = ("email", "charge", "model")
-PROVIDER_FAULTS: Final = services.FAULT_NAMES  # every service fails the same ways
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,9 +45,6 @@ from contract.services import (
 from contract.threadlog import ThreadLogStore
 from harness.history import History
 
-# The provider faults a schedule may inject: every service fault (kept for code that
-# imported it from here).
-PROVIDER_FAULTS: Final = FAULT_NAMES
 T = TypeVar("T")
 
 DEFAULT_TOOLS: Final[dict[str, ToolSpec]] = {
