@@ -133,3 +133,15 @@ def test_the_world_server_presents_each_fault_as_in_process(
             assert caught.retry_after == (30.0 if fault.status == 429 else None)
     assert [r.get("service") for r in history.of_kind("service.fault")] == [
         "payments", "provider"]
+
+
+def test_a_provider_step_of_before_reads_as_a_service_fault_on_the_provider() -> None:
+    """Scenario files written before service faults stay valid, and mean what they meant."""
+    schedule = load_scenario(SCENARIOS / "12-provider-500-after-billed.toml")
+    faults = [dict(s.params) for s in schedule.steps if s.is_fault]
+    assert faults == [{"service": "provider", "fault": "500_after", "times": 1},
+                      {"service": "provider", "fault": "429", "times": 1},
+                      {"service": "provider", "fault": "timeout", "times": 1}]
+    assert {s.action for s in schedule.steps if s.is_fault} == {"service-fault"}
+    # Written back, it is a service-fault step that reads the same.
+    assert 'do = "service-fault"' in schedule.to_toml()
