@@ -1300,3 +1300,24 @@ def test_checkers_judge_a_large_valid_history_as_valid() -> None:
     ev(h, "run.end", t + 2 * HOUR)
     results = run_checkers(ALL, h, CONFIG)
     assert [r.valid for r in results] == [True] * 8, [r.witness() for r in results]
+
+
+# ---------------------------------------------------------------- fault windows
+
+
+def test_service_faults_and_clock_jumps_are_fault_windows() -> None:
+    """A call the world held (slow, timed out) and a clock jump are time the runtime did not
+    have; a service fault that struck after the schedule's heal ends the faults later."""
+    from harness.checkers._common import Faults
+
+    h = History()
+    ev(h, "fault.service-fault", 0, {"service": "email", "fault": "slow"}, type="info")
+    ev(h, "fault.heal", 0, {"at": 0.0})
+    ev(h, "service.fault", 100, {"service": "email", "fault": "slow", "duration": 60.0})
+    ev(h, "fault.clock-jump", 500, {"duration": 3600.0}, type="info")
+    ev(h, "service.fault", 5000, {"service": "payments", "fault": "500_after"})
+    faults = Faults()
+    for r in h.records:
+        faults.feed(r)
+    assert faults.held() == [(100.0, 160.0), (500.0, 4100.0)]
+    assert faults.last_end == 5000.0

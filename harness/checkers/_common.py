@@ -156,11 +156,13 @@ class Faults:
                 self._ended(r.time)
         elif kind in ("service.fault", "fault.clock-jump"):
             # A call the world held (a slow answer, a timeout), or time the clock skipped
-            # (recorded where the jump starts): time the runtime did not have.
+            # (recorded where the jump starts): time the runtime did not have. A service
+            # fault waits for its service's next call, so it may strike after the schedule's
+            # heal: the faults end no sooner than it did.
             if duration is not None:
                 self._held.append((r.time, r.time + float(duration)))
                 self._provider.append((r.time, r.time + float(duration)))
-                self._ended(r.time + float(duration))
+            self._ended(r.time + float(duration or 0.0))
         elif kind == "fault.heal":
             healed = float(r.data.get("at", r.time))
             for h, since in self._down_open.items():
