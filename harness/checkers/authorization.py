@@ -15,7 +15,11 @@ the call's final outcome. So, for every such delivery:
   honest way to an outcome the effect did not decide: the runtime did not know whether the
   effect happened and asked the person.
 
-Model calls are the runtime's own work, not a tool's effect, and are not judged here.
+Answers are the runner's (`op.answer`): a history without any (a test driving the runtime
+itself) is not judged for "before the approve". Model calls are the runtime's own work, not a tool's effect, and are not judged here. Nor
+is a tool that needs no approval before its first card: it ran on its own, and only when
+conservative recovery held it (its first card asks to confirm, mode `confirm`) did it start
+waiting on a person.
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ _VERB: Final = {"email": "send_email", "charge": "charge_card"}
 @dataclass(slots=True)
 class _Call:
     asked: bool = False
+    # Deliveries before this record index are not judged: a tool that needs no approval ran
+    # and was held, and only its confirmation card (mode "confirm") asked the person.
+    gated_from: int = -1
     approved: Record | None = None
     final: Record | None = None
     holds: list[int] = field(default_factory=list)
@@ -72,6 +79,9 @@ class EffectAuthorized:
 
     def _check(self, history: History, config: CheckConfig) -> Result:
         calls: dict[str, _Call] = {}
+        # Without the runner's answers (a test driving the runtime itself) nobody can say
+        # when the person approved: that rule is then not judged.
+        answers_known = False
         dedup = Dedup()
         for r in history.records:
             kind = r.kind
@@ -84,8 +94,11 @@ class EffectAuthorized:
             if call is None:
                 call = calls[tc] = _Call()
             if kind in ("tool.awaiting", "tool.handoff", "turn.waiting"):
+                if not call.asked and r.data.get("mode") == "confirm":
+                    call.gated_from = r.index
                 call.asked = True
             elif kind == "op.answer":
+                answers_known = True
                 if (r.type == "invoke" and r.data.get("decision") == "approve"
                         and call.approved is None):
                     call.approved = r
@@ -106,7 +119,7 @@ class EffectAuthorized:
             if not call.asked or not call.deliveries:
                 continue
             judged += 1
-            violation = _judge(tc, call)
+            violation = _judge(tc, call, answers_known)
             if violation is not None:
                 violations.append(violation)
         return verdict(
@@ -116,11 +129,13 @@ class EffectAuthorized:
         )
 
 
-def _judge(tc: str, call: _Call) -> Violation | None:
+def _judge(tc: str, call: _Call, answers_known: bool) -> Violation | None:
     """The first unauthorized delivery of the call, as a violation; None if all are."""
     final_rec = call.final
     outcome = str(final_rec.data.get("outcome")) if final_rec is not None else None
     for d in call.deliveries:
+        if d.index < call.gated_from:
+            continue
         what = f"{_VERB.get(str(d.data.get('effect')), str(d.data.get('effect')))} of {tc}"
         if final_rec is not None and outcome in _NOT_APPROVED and final_rec.index < d.index:
             return Violation(
@@ -129,7 +144,7 @@ def _judge(tc: str, call: _Call) -> Violation | None:
                 f"{final_rec.describe()}; {d.describe()}",
                 cite((final_rec, d)),
             )
-        if call.approved is None or call.approved.index > d.index:
+        if answers_known and (call.approved is None or call.approved.index > d.index):
             later = (f"; the approve came later, at {at(call.approved.time)}"
                      if call.approved is not None else "")
             return Violation(
