@@ -16,10 +16,10 @@ the call's final outcome. So, for every such delivery:
   effect happened and asked the person.
 
 Answers are the runner's (`op.answer`): a history without any (a test driving the runtime
-itself) is not judged for "before the approve". Model calls are the runtime's own work, not a tool's effect, and are not judged here. Nor
-is a tool that needs no approval before its first card: it ran on its own, and only when
-conservative recovery held it (its first card asks to confirm, mode `confirm`) did it start
-waiting on a person.
+itself) is not judged for "before the approve". Model calls are the runtime's own work, not
+a tool's effect, and are not judged here. Nor is a tool that needs no approval before its
+first card: it ran on its own, and only when conservative recovery held it (its first card
+asks to confirm, mode `confirm`) did it start waiting on a person.
 """
 
 from __future__ import annotations
