@@ -128,10 +128,45 @@ user = "alice"
 """
 
 
+# Found by the new answer-fate rule on the unmodified reference (`--schedules 300 --seed 0`,
+# issue 22): two approves in the same instant after the hand-off. The first re-runs the tool;
+# the second waited on PendingToolCall's key, found the call done and was ignored without a
+# word: acknowledged by the card service, then dropped. Now refused as already decided.
+TWO_APPROVES_AFTER_THE_HAND_OFF = """
+name = "two-approves-after-the-hand-off"
+seed = 0
+hosts = 2
+
+[[step]]
+at = "0s"
+do = "message"
+session = "s1"
+text = "m2"
+tools = ["send_email"]
+user = "alice"
+
+[[step]]
+at = "8m"
+do = "answer"
+session = "s1"
+decision = "approve"
+user = "alice"
+
+[[step]]
+at = "8m"
+do = "answer"
+session = "s1"
+decision = "approve"
+user = "alice"
+"""
+
+
 @pytest.mark.parametrize(("text", "invariant"), [
     (BACKGROUND_AND_NEW_MESSAGE_AT_ONCE, "turn-outcome"),
     (RERUN_RETRIED_AFTER_THE_TURN_ENDED, "conservative-recovery"),
-], ids=["expiry-after-ended-by-message", "rerun-retried-after-ended-by-message"])
+    (TWO_APPROVES_AFTER_THE_HAND_OFF, "answer-fate"),
+], ids=["expiry-after-ended-by-message", "rerun-retried-after-ended-by-message",
+        "second-approve-dropped"])
 def test_a_schedule_that_once_broke_the_reference_now_holds(text: str, invariant: str) -> None:
     document = tomllib.loads(text)
     schedule = parse_scenario(document, "<test>", document["name"])
