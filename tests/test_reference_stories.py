@@ -746,3 +746,22 @@ def test_expiry_counts_from_when_the_card_was_shown_not_from_register() -> None:
     shown = card_shown_at(sim, tc)
     assert shown >= 60.0
     assert result.time >= shown + MAX_WAIT
+
+
+def test_an_answer_not_applied_is_refused_with_its_reason() -> None:
+    """Every answer is applied or refused, never dropped: a deny after the approve won the
+    call is refused as already decided, and an approve after the call expired as expired."""
+    sim, world = start(build_app)
+    say(sim, "s1", "m1", [EMAIL, EMAIL])
+    answer(sim, "s1.turn1.t1", at=1 * HOUR)
+    answer(sim, "s1.turn1.t1", "deny", at=1 * HOUR + 10)
+    answer(sim, "s1.turn1.t2", at=MAX_WAIT + 2 * DAY)  # t2's card expired on day 8
+    sim.run()
+    assert one(sim, "tool.result", tool_call="s1.turn1.t1").data["outcome"] == "answered"
+    late_deny = one(sim, "answer.refused", tool_call="s1.turn1.t1")
+    assert (late_deny.data["reason"], late_deny.data["decision"]) == ("already_decided", "deny")
+    assert one(sim, "tool.result", tool_call="s1.turn1.t2").data["outcome"] == "expired"
+    late_approve = one(sim, "answer.refused", tool_call="s1.turn1.t2")
+    assert (late_approve.data["reason"], late_approve.data["decision"]) == ("expired", "approve")
+    assert [r.key for r in world.deliveries("email")] == ["email:s1.turn1.t1"]
+    assert idle(sim, "s1")
