@@ -161,6 +161,9 @@ TOOL_OUTCOMES: Final = (
 )
 TURN_END_REASONS: Final = ("completed", "steered", "cancelled", "held")
 EFFECTS: Final = ("email", "charge", "model")
+# Why an answer was not applied: the call already had its answer or final outcome, it ended
+# (a new message, a cancel), it expired, or the person answering is not the one asked.
+ANSWER_REFUSALS: Final = ("already_decided", "ended", "expired", "not_yours")
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +239,10 @@ _KINDS: Final = (
     Kind("tool.result", _RUN, "a tool call has its one final result",
          ("session", "turn", "tool_call", "outcome"), ("tool", "background", "run", *_OBS),
          (("outcome", TOOL_OUTCOMES),)),
+    Kind("answer.refused", _RUN, "a person's answer was not applied, and the person is told "
+         "why: the call already had its answer or outcome, ended, expired, or is not theirs",
+         ("session", "tool_call", "reason"), ("turn", "decision", "user", "outcome", *_OBS),
+         (("reason", ANSWER_REFUSALS),), mark="answer refused"),
     Kind("tool.background", _RUN, "the person sent a waiting tool call to the background",
          ("session", "turn", "tool_call"), ("tool", "phase", *_OBS), mark="background"),
     Kind("tool.finished", _RUN, "a backgrounded tool call finished (toolFinished delivered)",
@@ -244,7 +251,8 @@ _KINDS: Final = (
     Kind("threadlog.assigned", _RUN, "a host took ownership of the thread at a new epoch",
          ("session", "epoch"), ("owner", "after_seq", *_OBS), mark="assigned"),
     Kind("threadlog.appended", _RUN, "an entry was appended to the thread log",
-         ("session", "epoch", "seq"), ("owner", "entry", "entry_kind", *_OBS)),
+         ("session", "epoch", "seq"),
+         ("owner", "entry", "entry_kind", "turn", "tool_call", *_OBS)),
     Kind("threadlog.rejected", _RUN, "an append was rejected (stale epoch, aborted "
          "transaction)", ("session", "epoch", "reason"),
          ("owner", "entry", "detail", "stale", *_OBS),
@@ -360,7 +368,7 @@ _KINDS: Final = (
     # -- the final state, read back at the end of a run
     Kind("threadlog.committed", "final", "a committed thread log entry, read back at the end",
          ("session", "epoch", "seq"), ("owner", "entry", "kind"),
-         (("kind", ("user", "model", "tool_intent", "tool_result", "turn_end")),),
+         (("kind", ("user", "model", "tool_intent", "tool_result", "tool_hold", "turn_end")),),
          open_values=True),
     Kind("threadlog.owner", "final", "a thread's control row at the end", ("session", "epoch"),
          ("owner",)),
@@ -569,7 +577,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("turn.resumed", ("session", "turn", "tool_call", "outcome")),
         ("turn.ended", ("session", "turn", "reason")),
         ("turn.held", ("session", "turn", "tool_call")),
-        ("threadlog.appended", ("entry",)),
+        ("threadlog.appended", ("entry", "session", "turn", "tool_call")),
         ("threadlog.committed", ("entry",)),
         *_FAULTS, *_EVERY,
     ),
@@ -604,6 +612,22 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("tool.result", ("session", "tool_call", "outcome")),
         ("turn.held", ("session", "turn", "tool_call")),
         ("turn.ended", ("session", "turn", "reason")),
+        *_FAULTS, *_EVERY,
+    ),
+    "effect-authorized": _reads(
+        ("tool.awaiting", ("tool_call",)),
+        ("tool.handoff", ("tool_call",)),
+        ("turn.waiting", ("tool_call",)),
+        ("op.answer", ("tool_call", "decision")),
+        ("tool.result", ("tool_call", "outcome")),
+        ("turn.held", ("tool_call",)),
+        ("effect.delivered", ("tool_call", "effect")),
+        *_EVERY,
+    ),
+    "answer-fate": _reads(
+        ("op.answer", ("tool_call", "decision")),
+        ("tool.result", ("tool_call", "outcome")),
+        ("answer.refused", ("tool_call", "decision", "reason")),
         *_FAULTS, *_EVERY,
     ),
     "liveness": _reads(

@@ -285,6 +285,29 @@ class SessionLog:
                 return str(payload.get("outcome"))
         return None
 
+    async def run_in_flight(self, tool_call: str) -> bool:
+        """Whether an approved run of `tool_call` committed its intent and nothing since: no
+        result of the call, and no hold (which asked the person again)."""
+        last = None
+        for entry in await self._committed():
+            if (entry.payload.get("tool_call") == tool_call
+                    and entry.kind in ("tool_intent", "tool_result", "tool_hold")):
+                last = entry.kind
+        return last == "tool_intent"
+
+    async def turn_moved_on(self, turn: str) -> bool:
+        """Whether a later turn's message is in the log: `turn` ended (a new message ended
+        it while it waited) and the transcript has moved past it."""
+        seen = False
+        for entry in await self._committed():
+            if entry.kind != "user":
+                continue
+            if entry.payload.get("turn") == turn:
+                seen = True
+            elif seen:
+                return True
+        return False
+
     async def append_once(
         self, entry_id: str, kind: str, payload: Mapping[str, Any]
     ) -> LogEntry:
@@ -316,6 +339,11 @@ class SessionLog:
             "threadlog.appended",
             event_id=f"threadlog.appended:{self.session}:{entry.seq}",
             session=self.session, epoch=entry.epoch, seq=entry.seq, owner=entry.owner,
-            entry=entry_id, entry_kind=kind,
+            entry=entry_id, entry_kind=kind, **_filed_under(payload),
         )
         return entry
+
+
+def _filed_under(payload: Mapping[str, Any]) -> dict[str, str]:
+    """The turn and tool call an entry is filed under, as its observation reports them."""
+    return {name: str(payload[name]) for name in ("turn", "tool_call") if payload.get(name)}

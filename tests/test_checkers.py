@@ -57,10 +57,11 @@ def passing(result: Result) -> None:
 # ---------------------------------------------------------------- composition
 
 
-def test_all_lists_the_eight_invariants_in_the_design_order() -> None:
+def test_all_lists_the_ten_invariants_in_the_design_order() -> None:
     assert [c.name for c in ALL] == [
         "no-duplicate-effects", "pinning-bound", "busy-rule", "fencing", "turn-outcome",
-        "access-rechecked", "conservative-recovery", "liveness",
+        "access-rechecked", "conservative-recovery", "liveness", "effect-authorized",
+        "answer-fate",
     ]
     for checker in ALL:
         assert checker.description.endswith(".") and "\n" not in checker.description
@@ -69,8 +70,9 @@ def test_all_lists_the_eight_invariants_in_the_design_order() -> None:
 
 def test_public_surface_is_pinned() -> None:
     assert set(checkers.__all__) == {
-        "ALL", "AccessRechecked", "BusyRule", "CheckConfig", "Checker",
-        "ConservativeRecovery", "Fencing", "Liveness", "NoDuplicateEffects", "PinningBound",
+        "ALL", "AccessRechecked", "AnswerFate", "BusyRule", "CheckConfig", "Checker",
+        "ConservativeRecovery", "EffectAuthorized", "Fencing", "Liveness",
+        "NoDuplicateEffects", "PinningBound",
         "Result", "TurnOutcome", "Valid", "Violation", "by_name", "cite", "run_checkers",
         "verdict",
     }
@@ -83,7 +85,7 @@ def test_by_name_unknown_says_which_names_exist() -> None:
 
 def test_empty_history_passes_everything_without_reaching_anything() -> None:
     results = run_checkers(ALL, History(), CONFIG)
-    assert [r.valid for r in results] == [True] * 8
+    assert [r.valid for r in results] == [True] * len(ALL)
     assert not any(r.reached for r in results)
 
 
@@ -1299,7 +1301,7 @@ def test_checkers_judge_a_large_valid_history_as_valid() -> None:
         ob(h, "turn.ended", t, f"te{i}", {"reason": "completed"}, session=s, turn=turn)
     ev(h, "run.end", t + 2 * HOUR)
     results = run_checkers(ALL, h, CONFIG)
-    assert [r.valid for r in results] == [True] * 8, [r.witness() for r in results]
+    assert [r.valid for r in results] == [True] * len(ALL), [r.witness() for r in results]
 
 
 # ---------------------------------------------------------------- fault windows

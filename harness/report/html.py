@@ -69,6 +69,10 @@ DESCRIPTIONS: Final[dict[str, str]] = {
     "conservative-recovery": "A tool intent without a known result is never re-executed "
                              "without its idempotency key; the turn is held.",
     "liveness": "Once faults heal, every session becomes idle within a bound.",
+    "effect-authorized": "Every effect of a call that waited on a person is authorized by an "
+                         "approving answer that is the call's final outcome.",
+    "answer-fate": "Every accepted answer is applied, or refused with its reason; none is "
+                   "silently dropped.",
 }
 
 _MAX_VIOLATIONS_SHOWN: Final = 10
