@@ -621,6 +621,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("op.answer", ("tool_call", "decision")),
         ("tool.result", ("tool_call", "outcome")),
         ("turn.held", ("tool_call",)),
+        ("tool.intent", ("tool_call",)),
         ("effect.delivered", ("tool_call", "effect")),
         *_EVERY,
     ),

@@ -137,6 +137,42 @@ def test_an_effect_of_unknown_outcome_held_then_expired_passes() -> None:
     passing(EffectAuthorized().check(h, CONFIG))
 
 
+def intent(h: History, t: float, run: int = 1, tc: str = TC) -> Record:
+    return ob(h, "tool.intent", t, f"tool.intent:{tc}#{run}", {"tool": "send_email"},
+              session="s1", turn="s1.turn1", tool_call=tc, key=f"email:{tc}")
+
+
+def test_a_request_in_flight_that_lands_after_the_hold_is_covered_by_it() -> None:
+    """The host was paused with the request in flight; the new owner held the turn for the
+    intent, and only then did the request land. The hold asked about exactly that effect."""
+    h = History()
+    card(h)
+    answer(h, HOUR)
+    intent(h, HOUR + 1)
+    ob(h, "turn.held", HOUR + 5, f"turn.held:{TC}#1", session="s1", turn="s1.turn1",
+       tool_call=TC)
+    email(h, HOUR + 30)
+    result(h, 9 * DAY, "expired", run=2)
+    h.add("run.end", time=10 * DAY)
+    passing(EffectAuthorized().check(h, CONFIG))
+
+
+def test_an_effect_sent_by_a_run_after_the_hold_without_confirmation_is_a_violation() -> None:
+    """A hold covers the run it asked about, not a later run that sends anyway."""
+    h = History()
+    card(h)
+    answer(h, HOUR)
+    intent(h, HOUR + 1)
+    ob(h, "turn.held", HOUR + 5, f"turn.held:{TC}#1", session="s1", turn="s1.turn1",
+       tool_call=TC)
+    intent(h, HOUR + 10, run=2)
+    email(h, HOUR + 11)
+    result(h, 9 * DAY, "expired", run=2)
+    h.add("run.end", time=10 * DAY)
+    witness = failing(EffectAuthorized().check(h, CONFIG))
+    assert "no hold between" in witness
+
+
 def test_a_tool_without_approval_held_after_its_effect_is_judged_from_its_card() -> None:
     """Found by the default run (seed 0): `notify` needs no approval, sent its email, crashed
     and was held; its first card asks to confirm, and nobody did. The email before that card

@@ -9,11 +9,13 @@ the call's final outcome. So, for every such delivery:
 - no other final outcome of the call (denied, expired, ended by a new message, cancelled,
   access rejected: the first `tool.result` with a final outcome) came before it: the call was
   over, and the effect acted on an answer that had lost;
-- nor after it, unless the turn was held between the two (`turn.held`, or a `tool.result`
-  held): an effect that went out while the call's recorded outcome says it was denied, ended
+- nor after it, unless the turn was held between the run that sent it (its `tool.intent`)
+  and that outcome (`turn.held`, or a `tool.result` held): an effect that went out while the call's recorded outcome says it was denied, ended
   or expired leaves the person and the agent believing it never happened. A hold is the one
   honest way to an outcome the effect did not decide: the runtime did not know whether the
-  effect happened and asked the person.
+  effect happened and asked the person. The hold is measured from the intent, not from the
+  delivery: a request sent before a takeover may land after the new owner held the turn for
+  it (its host was paused with the request in flight), and that hold is the one that asked.
 
 Answers are the runner's (`op.answer`): a history without any (a test driving the runtime
 itself) is not judged for "before the approve". Model calls are the runtime's own work, not
@@ -34,7 +36,7 @@ from harness.history import History, Record
 
 _KINDS: Final = frozenset(
     {"tool.awaiting", "tool.handoff", "turn.waiting", "op.answer", "tool.result", "turn.held",
-     "effect.delivered"})
+     "tool.intent", "effect.delivered"})
 # Final outcomes that are not an approve acting on the world, and how a witness says them.
 _NOT_APPROVED: Final = {
     "denied": "the person denied it",
@@ -56,6 +58,7 @@ class _Call:
     approved: Record | None = None
     final: Record | None = None
     holds: list[int] = field(default_factory=list)
+    intents: list[int] = field(default_factory=list)
     deliveries: list[Record] = field(default_factory=list)
 
 
@@ -104,6 +107,8 @@ class EffectAuthorized:
                     call.approved = r
             elif kind == "turn.held":
                 call.holds.append(r.index)
+            elif kind == "tool.intent":
+                call.intents.append(r.index)
             elif kind == "tool.result":
                 outcome = str(r.data.get("outcome"))
                 if outcome == "held":
@@ -153,8 +158,11 @@ def _judge(tc: str, call: _Call, answers_known: bool) -> Violation | None:
                 cite(x for x in (d, call.approved) if x is not None),
             )
     last = call.deliveries[-1]
+    # The run that sent it: its last intent before the delivery (the delivery itself when the
+    # runtime writes no intents).
+    sent = max((i for i in call.intents if i < last.index), default=last.index)
     if final_rec is not None and outcome in _NOT_APPROVED and not any(
-            last.index < h < final_rec.index for h in call.holds):
+            sent < h < final_rec.index for h in call.holds):
         return Violation(
             f"{_VERB.get(str(last.data.get('effect')), 'effect')} of {tc} was delivered at "
             f"{at(last.time)}, but the call's final outcome is {outcome} at "
