@@ -10,8 +10,8 @@ the call's final outcome. So, for every such delivery:
   access rejected: the first `tool.result` with a final outcome) came before it: the call was
   over, and the effect acted on an answer that had lost;
 - nor after it, unless the turn was held between the run that sent it (its `tool.intent`)
-  and that outcome (`turn.held`, or a `tool.result` held): an effect that went out while the call's recorded outcome says it was denied, ended
-  or expired leaves the person and the agent believing it never happened. A hold is the one
+  and that outcome (`turn.held`, or a `tool.result` held): an effect that went out while
+  the call's recorded outcome says it was denied, ended or expired leaves the person and the agent believing it never happened. A hold is the one
   honest way to an outcome the effect did not decide: the runtime did not know whether the
   effect happened and asked the person. The hold is measured from the intent, not from the
   delivery: a request sent before a takeover may land after the new owner held the turn for
