@@ -11,11 +11,12 @@ the call's final outcome. So, for every such delivery:
   over, and the effect acted on an answer that had lost;
 - nor after it, unless the turn was held between the run that sent it (its `tool.intent`)
   and that outcome (`turn.held`, or a `tool.result` held): an effect that went out while
-  the call's recorded outcome says it was denied, ended or expired leaves the person and the agent believing it never happened. A hold is the one
-  honest way to an outcome the effect did not decide: the runtime did not know whether the
-  effect happened and asked the person. The hold is measured from the intent, not from the
-  delivery: a request sent before a takeover may land after the new owner held the turn for
-  it (its host was paused with the request in flight), and that hold is the one that asked.
+  the call's recorded outcome says it was denied, ended or expired leaves the person and the
+  agent believing it never happened. A hold is the one honest way to an outcome the effect
+  did not decide: the runtime did not know whether the effect happened and asked the person.
+  The hold is measured from the intent, not from the delivery: a request sent before a
+  takeover may land after the new owner held the turn for it (its host was paused with the
+  request in flight), and that hold is the one that asked.
 
 Answers are the runner's (`op.answer`): a history without any (a test driving the runtime
 itself) is not judged for "before the approve". Model calls are the runtime's own work, not
