@@ -35,6 +35,7 @@ from harness.observers.base import (
     InvocationState,
     Snapshot,
     Status,
+    TurnEnd,
     TurnOf,
 )
 from harness.world import World
@@ -65,8 +66,10 @@ class DbosObserver(EngineObserver):
 
     def __init__(self, history: History, *, database_url: str, schema: str = "dbos",
                  interval: float = 0.1, turn_of: TurnOf | None = None,
-                 world: World | None = None, waits: bool = True) -> None:
-        super().__init__(history, interval=interval, turn_of=turn_of, world=world)
+                 world: World | None = None, waits: bool = True,
+                 on_turn_end: TurnEnd | None = None) -> None:
+        super().__init__(history, interval=interval, turn_of=turn_of, world=world,
+                         on_turn_end=on_turn_end)
         self.database_url = database_url
         self.waits = waits
         self.sqlite = database_url.startswith("sqlite:///")

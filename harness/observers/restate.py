@@ -31,6 +31,7 @@ from harness.observers.base import (
     InvocationState,
     Snapshot,
     Status,
+    TurnEnd,
     TurnOf,
 )
 from harness.world import World
@@ -56,9 +57,11 @@ class RestateObserver(EngineObserver):
 
     def __init__(self, history: History, *, admin_url: str, interval: float = 0.1,
                  turn_of: TurnOf | None = None, world: World | None = None,
+                 on_turn_end: TurnEnd | None = None,
                  version_of: Callable[[str, str], str] | None = None,
                  services: frozenset[str] | None = None) -> None:
-        super().__init__(history, interval=interval, turn_of=turn_of, world=world)
+        super().__init__(history, interval=interval, turn_of=turn_of, world=world,
+                         on_turn_end=on_turn_end)
         self.admin_url = admin_url.rstrip("/")
         self.version_of = version_of or (lambda dep, endpoint: endpoint)
         self.services = services
