@@ -13,7 +13,8 @@ subclass writes only what its app alone knows:
 - `release(version, deployment)`: route new work to a version (the kit started its workers);
 - `send(turn)`: start a turn (a user message) in the engine;
 - `reply(turn, tool_call, decision)`: answer a turn's card through the engine;
-- optionally `start_engine()` (the engine's own server), `deployment(version)` (the engine's
+- optionally `start_engine()` (the engine's own server, started with `spawn`),
+  `deployment(version)` (the engine's
   name for a version), `invocation(turn)` (the engine's id of a turn's invocation),
   `card_outcome(turn, state)` (close cards from the engine's result), `effects_file` and
   `effect(line)` (an app that keeps its own effects), `fault_points` (the app's own fault
@@ -145,7 +146,9 @@ class KitRuntime:
     """
 
     world_endpoints: ClassVar[tuple[str, ...]] = ("provider",)
-    # The app's own fault points: it calls the world server's `POST /faultpoint` at each.
+    # The fault points the app asks about itself (names of `contract.faultpoints`, as scenario
+    # files arm them): it calls the world server's `POST /faultpoint` at each and the kit acts
+    # while it waits. A name here is no longer judged at the world's deliveries.
     fault_points: ClassVar[tuple[str, ...]] = ()
     workers_per_version: ClassVar[int] = 1
     # Where workers run and import from (cwd, head of PYTHONPATH); None: the current directory.
@@ -155,14 +158,14 @@ class KitRuntime:
 
     def __init__(self, ctx: RunContext, timing: Timing) -> None:
         self.ctx, self.timing, self.history = ctx, timing, ctx.history
-        self.points = (*POINTS, *self.fault_points)
+        self.points = tuple(dict.fromkeys((*POINTS, *self.fault_points)))
         self.card_patience = timing.card_patience
         self.clock = ScaledClock(timing.scale)
         self.scratch = Path(tempfile.mkdtemp(prefix="durable-chaos-kit-"))
         self.turns: dict[str, Turn] = {}  # the engine's invocation id -> its turn
         self._versions: dict[str, str] = {}  # deployment -> version
         self._runner: asyncio.Runner | None = None
-        self._engine: ProcessGroup | None = None
+        self._spawned: list[ProcessGroup] = []
         self._effects: EffectsFile | None = None
         self.observer: EngineObserver | None = None
         self.hosts: WorkerHosts | None = None
@@ -171,7 +174,7 @@ class KitRuntime:
         self.history.bind_clock(lambda: 0.0)  # start-up happens "before" time 0
         try:
             self.server.start()
-            self._engine = self.start_engine()
+            self.start_engine()
             self.observer = self.observe(world=self.world, turn_of=self._turn_of,
                                          on_turn_end=self._turn_end)
             self.hosts = WorkerHosts(self.history, now=self.now, start=self._start_worker,
@@ -190,8 +193,9 @@ class KitRuntime:
 
     # -- what the app's adapter writes ------------------------------------------------------
 
-    def start_engine(self) -> ProcessGroup | None:
-        """Start the engine's own server, if the adapter runs one (stopped by `close`)."""
+    def start_engine(self) -> None:
+        """Start the engine's own server, if the adapter runs one (with `spawn`), and connect
+        to it once it answers (`wait_until`)."""
         return None
 
     def observe(self, **wiring: Any) -> EngineObserver:
@@ -247,6 +251,13 @@ class KitRuntime:
         apply_effect(self.world, line)
 
     # -- helpers for the adapter ------------------------------------------------------------
+
+    def spawn(self, argv: Sequence[str], name: str) -> ProcessGroup:
+        """Start a process group of the run's own (an engine's server); `close` stops it,
+        its logs go to `scratch`."""
+        group = ProcessGroup(list(argv), name=name, log_dir=self.scratch)
+        self._spawned.append(group)
+        return group
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine of an async engine client on the runtime's own event loop."""
@@ -311,8 +322,8 @@ class KitRuntime:
             self.observer.stop()
         if self.hosts is not None:
             self.hosts.close()
-        if self._engine is not None:
-            self._engine.stop()
+        for group in reversed(self._spawned):
+            group.stop()
         if self._runner is not None:
             self._runner.close()
             self._runner = None
@@ -359,7 +370,10 @@ class KitRuntime:
                     self.world.close_card(card.tool_call, outcome)
 
     def _fault_point(self, point: str, host: str, pid: int) -> str | None:
-        # The app asks at its own fault point and waits for the answer: act before replying.
+        # The app asks at its own fault point and waits for the answer: take in the effects
+        # it logged before the point, then act before replying.
+        if self._effects is not None:
+            self._effects.read()
         return self._hosts().reach(point, pid) if self.hosts is not None else None
 
 

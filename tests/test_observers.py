@@ -220,14 +220,6 @@ def test_a_delivery_names_its_turn(turn: str | None, tool_call: str | None,
     assert turn_of_delivery(record) == expected
 
 
-def test_the_example_adapters_stay_small() -> None:
-    # The promise of the observers: an adapter drives only its application.
-    root = Path(__file__).resolve().parent.parent / "examples"
-    for example in ("temporal_approval", "dbos_approval"):
-        lines = (root / example / "chaos.py").read_text().count("\n")
-        assert lines <= 150, f"examples/{example}/chaos.py has {lines} lines"
-
-
 class _Pinned(Scripted):
     def __init__(self, history: History) -> None:
         super().__init__(history, [Snapshot((inv("running"),), (V1,))] * 100)
