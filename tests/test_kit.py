@@ -212,3 +212,18 @@ def test_the_kit_is_public() -> None:
         "free_port", "wait_until"]
     for name in ("AnchoredScale", "KitAdapter", "KitRuntime", "Timing", "Turn"):
         assert getattr(harness, name) is getattr(harness.kit, name)
+
+
+def test_doctor_checks_what_an_adapter_needs_not_the_builtin_path(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.doctor import run_doctor
+
+    monkeypatch.syspath_prepend(str(OUTSIDE))
+    run_doctor(["restate"], None, adapter="kit_app.chaos:adapter")
+    out = capsys.readouterr().out
+    # The restate path's own engine is checked; the reference's PostgreSQL and Toxiproxy,
+    # which this adapter never uses, are not.
+    assert "restate-server" in out
+    assert "toxiproxy" not in out.lower() and "postgresql" not in out.lower()
+    assert "adapter kit_app.chaos:adapter: ready" in out
+    assert run_doctor(None, None, adapter="kit_app.nowhere:adapter") == 1
