@@ -222,12 +222,15 @@ class KitRuntime:
         """The engine's name for `version` (what the observer records)."""
         return version
 
-    def release(self, version: str, deployment: str) -> None:
+    def release(self, version: str, deployment: str) -> str | None:
         """Route new work to `deployment` (its workers are up); by default wait until the
-        engine says it is current."""
+        engine says it is current. Return the engine's own id of the deployment when the
+        engine assigns one only now (Restate, on registration): the kit keys its hosts by it,
+        as the observer records it; None keeps `deployment`."""
         observer = self._observer()
         wait_until(lambda: observer.current() == deployment or None, timeout=60,
                    what=f"deployment {deployment} current", interval=0.05)
+        return None
 
     def invocation(self, turn: Turn) -> str:
         """The engine's id of the invocation that runs `turn` (default: the turn id)."""
@@ -285,8 +288,11 @@ class KitRuntime:
 
     def answer(self, tool_call: str, decision: str, user: str) -> None:
         card = self.world.state.cards[tool_call]
-        self.reply(next(t for t in self.turns.values() if t.id == card.turn), tool_call,
-                   decision)
+        turn = next((t for t in self.turns.values() if t.id == card.turn), None)
+        if turn is None:
+            raise KeyError(f"card {tool_call} names turn {card.turn!r}, which this runtime "
+                           "never started: cards must name the turn ids `send` was given")
+        self.reply(turn, tool_call, decision)
 
     def deploy(self, version: str) -> str:
         hosts = self._hosts()
@@ -295,7 +301,11 @@ class KitRuntime:
         self._versions[dep] = version
         for _ in range(self.workers_per_version):
             hosts.add(dep)
-        self.release(version, dep)
+        engine_id = self.release(version, dep)
+        if engine_id is not None and engine_id != dep:
+            hosts.rename(dep, engine_id)
+            self._versions[engine_id] = version
+            dep = engine_id
         return dep
 
     def crash_host(self, host: str) -> str:

@@ -227,3 +227,25 @@ def test_doctor_checks_what_an_adapter_needs_not_the_builtin_path(
     assert "toxiproxy" not in out.lower() and "postgresql" not in out.lower()
     assert "adapter kit_app.chaos:adapter: ready" in out
     assert run_doctor(None, None, adapter="kit_app.nowhere:adapter") == 1
+
+
+def test_hosts_are_keyed_by_the_id_the_engine_gave_the_deployment() -> None:
+    # Restate names a deployment only when a running worker registers: the kit starts the
+    # workers under the version, then keys them by the engine's id, as the observer records.
+    from harness.observers import WorkerHosts
+    from harness.observers.base import EngineObserver, Snapshot
+
+    class Quiet(EngineObserver):
+        def snapshot(self) -> Snapshot:
+            return Snapshot()
+
+    class Alive:
+        alive = True
+
+    history = History(lambda: 0.0)
+    hosts = WorkerHosts(history, now=lambda: 0.0, start=lambda dep: Alive(),  # type: ignore[arg-type, return-value]
+                        downtime=1.0, observer=Quiet(history))
+    host = hosts.add("v1")
+    hosts.rename("v1", "dp_7f3")
+    assert hosts.hosts[host][0] == "dp_7f3"
+    assert hosts.select("latest/1") == host

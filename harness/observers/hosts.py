@@ -80,6 +80,15 @@ class WorkerHosts:
             self.hosts[host] = (deployment, self.start(deployment))
             return host
 
+    def rename(self, deployment: str, engine_id: str) -> None:
+        """Key `deployment`'s hosts by `engine_id` from now on: the id the engine gave the
+        deployment once a worker of it ran (Restate assigns one only when a running worker
+        registers), which is what the observer says invocations are pinned to."""
+        with self._lock:
+            for host, (dep, group) in list(self.hosts.items()):
+                if dep == deployment:
+                    self.hosts[host] = (engine_id, group)
+
     def select(self, selector: str) -> str:
         """A schedule's host selector: 'latest/N', 'any' / 'owner' (the oldest live host
         whose deployment has work pinned to it, else the oldest live one), or an id."""
