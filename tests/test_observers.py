@@ -409,3 +409,19 @@ def test_cards_are_closed_from_the_engines_result_before_the_turn_ends() -> None
     assert [(r.kind, r.data.get("outcome")) for r in history.records
             if r.kind in ("tool.result", "turn.ended")] == [
         ("tool.result", "expired"), ("turn.ended", None)]
+
+
+def test_a_turn_that_ended_between_two_reads_ends_before_the_next_one_starts() -> None:
+    # A virtual object's queued message runs once the turn before it ends; one read can show
+    # both. Recorded in what order the read showed them, busy-rule would see two turns at once.
+    turns = {"inv1": ("s1", "s1.turn1", "s1.m1"), "inv2": ("s1", "s1.turn2", "s1.m2")}
+    first = InvocationState("inv1", "running", "dep1")
+    second = InvocationState("inv2", "pending", None)
+    history = run([
+        (0, Snapshot((first, second), (V1,))),
+        (1, Snapshot((InvocationState("inv2", "running", "dep1"),
+                      InvocationState("inv1", "completed", "dep1")), (V1,))),
+    ], turn_of=lambda i: turns.get(i.id))
+    assert [(r.kind, r.turn) for r in history.records if r.kind.startswith("turn.")] == [
+        ("turn.started", "s1.turn1"), ("turn.ended", "s1.turn1"),
+        ("turn.started", "s1.turn2")]

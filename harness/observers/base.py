@@ -122,6 +122,7 @@ class EngineObserver(ABC):
         self._drained: set[str] = set()
         self._was_current: set[str] = set()
         self._ended: list[tuple[tuple[str, str, str], InvocationState]] = []
+        self._starting: list[tuple[str, str, str]] = []
         self._cards: dict[str, str | None] = {}  # tool call -> outcome it was closed with
         self._started_turns: set[str] = set()
         self.polls = 0
@@ -185,7 +186,13 @@ class EngineObserver(ABC):
         with self._lock:
             self._apply(snap)
             self._watch_cards()
+            # What one read shows happened in between: the turns that ended did so before
+            # the ones that started (a message queued behind a turn runs once it ends), so
+            # their ends come first, each after its own start.
+            starting = {t[1]: t for t in self._starting}
             for turn, state in self._ended:
+                if starting.pop(turn[1], None) is not None:
+                    self._record_start(turn)
                 if self.on_turn_end is not None:
                     self.on_turn_end(turn, state)
                 session, turn_id, _ = turn
@@ -194,7 +201,10 @@ class EngineObserver(ABC):
                                  data={"event_id": f"{turn_id}.ended",
                                        "reason": "completed" if detail in (None, "succeeded")
                                        else str(detail)})
+            for turn in starting.values():
+                self._record_start(turn)
             self._ended.clear()
+            self._starting.clear()
             self.polls += 1
             self.last_error = None
         return True
@@ -312,11 +322,15 @@ class EngineObserver(ABC):
         self._invocations[inv] = new
 
     def _turn_started(self, turn: tuple[str, str, str]) -> None:
+        # Recorded at the end of the poll (see `poll`), once per turn.
+        if turn[1] not in self._started_turns:
+            self._started_turns.add(turn[1])
+            self._starting.append(turn)
+
+    def _record_start(self, turn: tuple[str, str, str]) -> None:
         session, turn_id, message = turn
-        if turn_id not in self._started_turns:
-            self._started_turns.add(turn_id)
-            self.history.add("turn.started", session=session, turn=turn_id,
-                             data={"event_id": f"{turn_id}.started", "message": message})
+        self.history.add("turn.started", session=session, turn=turn_id,
+                         data={"event_id": f"{turn_id}.started", "message": message})
 
     def _waiting_turns(self) -> set[str]:
         """Turns with an open card: their invocations wait on a person."""
