@@ -12,7 +12,10 @@ Each poll is two SQL introspection queries on the admin API (`POST /query`):
 
 Over the bidirectional protocol a waiting invocation reads `running` until the server's
 inactivity timeout suspends it; the pinning checker judges the deployment anyway (pinned
-is pinned, suspended or not).
+is pinned, suspended or not), and with the world and `turn_of` given, an invocation whose
+turn has an open card is recorded suspended at once (it waits on a person). A message to a
+virtual object that is busy waits in its inbox as `pending`: its turn starts when its
+handler does, not when the message arrives (see `harness.observers.base`).
 
 Only the standard library is used (urllib), so the observer needs no extra.
 """
