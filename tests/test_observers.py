@@ -425,3 +425,35 @@ def test_a_turn_that_ended_between_two_reads_ends_before_the_next_one_starts() -
     assert [(r.kind, r.turn) for r in history.records if r.kind.startswith("turn.")] == [
         ("turn.started", "s1.turn1"), ("turn.ended", "s1.turn1"),
         ("turn.started", "s1.turn2")]
+
+
+def test_on_restate_a_message_in_a_virtual_objects_inbox_has_not_started_its_turn() -> None:
+    # The false positive of before: turn.started when the invocation first appeared (its
+    # message entering the inbox) put two turns in progress for a correctly queued message.
+    from harness.observers import RestateObserver
+
+    rows = [[{"id": "inv1", "target": "Agent/s1/run", "status": "suspended",
+              "pinned_deployment_id": "dp_1"},
+             {"id": "inv2", "target": "Agent/s1/run", "status": "pending"}],
+            [{"id": "inv2", "target": "Agent/s1/run", "status": "running",
+              "pinned_deployment_id": "dp_1"},
+             {"id": "inv1", "target": "Agent/s1/run", "status": "completed",
+              "pinned_deployment_id": "dp_1"}]]
+
+    class Scripted(RestateObserver):
+        def query(self, sql: str) -> list[dict[str, object]]:
+            if "sys_deployment" in sql:
+                return [{"id": "dp_1", "endpoint": "http://w1", "created_at": "1"}]
+            return rows[min(self.polls, 1)]  # type: ignore[return-value]
+
+    clock = [0.0]
+    history = History(lambda: clock[0])
+    turns = {"inv1": ("s1", "s1.turn1", "s1.m1"), "inv2": ("s1", "s1.turn2", "s1.m2")}
+    observer = Scripted(history, admin_url="http://127.0.0.1:1",
+                        turn_of=lambda i: turns.get(i.id))
+    observer.poll()
+    clock[0] = 5
+    observer.poll()
+    assert [(r.kind, r.turn, r.time) for r in history.records if r.kind.startswith("turn.")
+            ] == [("turn.started", "s1.turn1", 0), ("turn.ended", "s1.turn1", 5),
+                  ("turn.started", "s1.turn2", 5)]
