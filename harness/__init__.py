@@ -24,6 +24,12 @@ _EXPORTS: dict[str, str] = {
     "Runtime": "harness.adapters",
     "RunContext": "harness.adapters",
     "load_adapter": "harness.adapters",
+    # the kit for real-engine adapters
+    "KitAdapter": "harness.kit",
+    "KitRuntime": "harness.kit",
+    "Timing": "harness.kit",
+    "Turn": "harness.kit",
+    "AnchoredScale": "harness.scaling",
     # engine, clock, history
     "Simulator": "harness.sim",
     "VirtualClock": "harness.clock",

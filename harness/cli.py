@@ -154,6 +154,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="install restate-server and/or toxiproxy-server (pinned "
                         "versions) into the per-user components cache: "
                         + " ".join(INSTALLABLE))
+    doctor.add_argument("--adapter", default=None, metavar="SPEC",
+                        help="check what this adapter needs (its requires and preflight, the "
+                        "engine of each --path), not what the built-in path needs")
     return parser
 
 
@@ -481,7 +484,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "doctor":
         from harness.doctor import run_doctor
 
-        return run_doctor(args.path, args.install)
+        return run_doctor(args.path, args.install, adapter=args.adapter)
     if args.command == "adapters":
         for name, description in describe_builtin():
             print(f"{name:20} {description}")

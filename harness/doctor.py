@@ -8,6 +8,11 @@ lookup answered: environment variable, repository, components cache, PATH), whic
 and the one command that installs it. `--path P` exits 0 only when P can run, so a CI job can
 gate on it.
 
+With `--adapter SPEC` the doctor checks what that adapter needs instead of what the built-in
+path needs: for each `--path`, only the engine itself (restate-server and restate-sdk, not
+the reference's PostgreSQL and Toxiproxy; temporalio; dbos), then the adapter's own
+`requires` (`harness.kit.KitAdapter`) and its `preflight()`.
+
 `--install restate toxiproxy` fills the per-user components cache (see
 `harness.components.binaries.cache_dir`) with the versions pinned in
 `harness.components.pins`, the same pins the repository's Makefile installs. It installs into
@@ -40,6 +45,7 @@ __all__ = [
     "Check",
     "InstallError",
     "PathReport",
+    "check_adapter_needs",
     "check_path",
     "install",
     "render",
@@ -243,6 +249,49 @@ _CHECKS: dict[str, Callable[[], PathReport]] = {
 }
 
 
+def _engine_only(path: str) -> PathReport:
+    """What an adapter of its own on `path` needs from the engine: not the reference's."""
+    extras = _PIP.format(path)
+    if path == "restate":
+        return PathReport("restate", "the Restate server and SDK (for your adapter)", (
+            _tool(TOOLS["restate"]), _package("restate-sdk", "restate", extras)))
+    if path == "temporal":
+        return PathReport("temporal", "temporalio (for your adapter)", (
+            _package("temporalio", "temporalio", extras),))
+    return check_path(path)
+
+
+def check_adapter_needs(spec: str) -> PathReport:
+    """What adapter `spec` says it needs (`requires`), and whether its `preflight()` passes;
+    never raises for a missing part."""
+    from harness.adapters import load_adapter
+
+    try:
+        adapter = load_adapter(spec)
+    except DurableChaosError as exc:
+        return PathReport(f"adapter {spec}", "cannot be loaded", (
+            Check(spec, False, install="fix the adapter", note=str(exc)),))
+    checks: list[Check] = []
+    for need in getattr(adapter, "requires", ()):
+        if need.startswith("module:"):
+            module = need.removeprefix("module:")
+            found = importlib.util.find_spec(module) is not None
+            checks.append(Check(module, found, install=f"pip install {module}"))
+        else:
+            where = shutil.which(need) or (need if Path(need).is_file() else None)
+            checks.append(Check(need, where is not None, where=where or "",
+                                install=f"install {Path(need).name}"))
+    preflight = getattr(adapter, "preflight", None)
+    if callable(preflight):
+        try:
+            preflight()
+            checks.append(Check("preflight", True, note="the adapter's preflight() passed"))
+        except DurableChaosError as exc:
+            checks.append(Check("preflight", False, install="see the note", note=str(exc)))
+    return PathReport(f"adapter {spec}", getattr(adapter, "description", "") or spec,
+                      tuple(checks))
+
+
 def check_path(path: str) -> PathReport:
     """What `path` (one of PATHS) needs and what is found; never raises for a missing part."""
     return _CHECKS[path]()
@@ -268,9 +317,12 @@ def render(reports: Sequence[PathReport]) -> str:
 
 
 def run_doctor(paths: Sequence[str] | None, components: Sequence[str] | None,
-               out: TextIO | None = None, err: TextIO | None = None) -> int:
+               out: TextIO | None = None, err: TextIO | None = None, *,
+               adapter: str | None = None) -> int:
     """The `doctor` command. Exit 0 when every path asked for with --path can run (without
-    --path the doctor only reports, and exits 0); 1 when one cannot or an install failed."""
+    --path the doctor only reports, and exits 0); 1 when one cannot or an install failed.
+    With `adapter`, the paths are checked for what that adapter needs (see the module
+    docstring), and the adapter's own needs must be met too."""
     out = out or sys.stdout
     err = err or sys.stderr
     if components:
@@ -279,8 +331,13 @@ def run_doctor(paths: Sequence[str] | None, components: Sequence[str] | None,
         except InstallError as exc:
             print(f"durable-chaos: error: {exc}", file=err)
             return 1
-    chosen = list(dict.fromkeys(paths or (["restate"] if components else PATHS)))
-    reports = [check_path(p) for p in chosen]
+    if adapter is not None:
+        reports = [_engine_only(p) for p in dict.fromkeys(paths or ())]
+        reports.append(check_adapter_needs(adapter))
+        paths = [r.path for r in reports]
+    else:
+        chosen = list(dict.fromkeys(paths or (["restate"] if components else PATHS)))
+        reports = [check_path(p) for p in chosen]
     print(render(reports), file=out)
     if paths and not all(r.ok for r in reports):
         blocked = ", ".join(r.path for r in reports if not r.ok)

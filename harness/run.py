@@ -395,7 +395,9 @@ def _open_cards(runtime: Runtime, session: str, engine: str, known: bool) -> lis
     found = cards()
     if found or engine == "sim" or not known:
         return found
-    give_up = wall() + CARD_PATIENCE
+    # A runtime on a scaled clock says how long in real seconds (`card_patience`): 30 real
+    # seconds can be days of its scenario time.
+    give_up = wall() + float(getattr(runtime, "card_patience", CARD_PATIENCE))
     while not found and wall() < give_up:
         runtime.advance(runtime.now() + CARD_STEP)
         found = cards()

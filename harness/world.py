@@ -322,25 +322,46 @@ class CardBoard:
     def __init__(self, world: WorldState, services: Services | None = None) -> None:
         self.world = world
         self.services = services or Services(world)
+        # Called with each card as it is shown and as it is closed, at that moment (an engine
+        # observer records the card there, so it comes before any answer to it).
+        self.listeners: list[Callable[[Card], None]] = []
 
     async def show_card(
         self, *, session: str, turn: str, tool_call: str, tool: str, args: dict[str, Any]
     ) -> None:
         def show() -> None:
-            if tool_call not in self.world.cards:
-                self.world.cards[tool_call] = Card(session, turn, tool_call, tool,
-                                                   self.world.now())
+            self.show(session=session, turn=turn, tool_call=tool_call, tool=tool)
 
         _answer(await self.services.call("cards", show, session=session, turn=turn,
                                          tool_call=tool_call), "cards")
 
     async def close_card(self, *, tool_call: str, outcome: str) -> None:
         def close() -> None:
-            card = self.world.cards.get(tool_call)
-            if card is not None and card.closed is None:
-                card.closed = outcome
+            self.close(tool_call, outcome)
 
         _answer(await self.services.call("cards", close, tool_call=tool_call), "cards")
+
+    def show(self, *, session: str, turn: str, tool_call: str, tool: str) -> Card:
+        """Show a card (once per tool call); returns it."""
+        card = self.world.cards.get(tool_call)
+        if card is None:
+            card = Card(session, turn, tool_call, tool, self.world.now())
+            # Recorded before anyone can see it open (a runner answers open cards).
+            for listener in list(self.listeners):
+                listener(card)
+            self.world.cards[tool_call] = card
+        return card
+
+    def close(self, tool_call: str, outcome: str) -> bool:
+        """Close an open card with `outcome` (answered, denied, expired); False if it was
+        not open."""
+        card = self.world.cards.get(tool_call)
+        if card is None or card.closed is not None:
+            return False
+        card.closed = outcome
+        for listener in list(self.listeners):
+            listener(card)
+        return True
 
     def open_cards(self, session: str) -> list[Card]:
         return [c for c in self.world.cards.values() if c.session == session and not c.closed]
@@ -385,6 +406,27 @@ class World:
         self.directory = Directory(self.state, self.services)
         self.cards = CardBoard(self.state, self.services)
         self.observer: Observer = HistoryObserver(observe or history.add)
+
+    # -- for apps that keep their own effects (they do not call the world over HTTP; their
+    # adapter feeds it what they did, e.g. through `harness.effects.EffectsFile`)
+
+    def deliver(self, effect: str, key: str | None, *, tool_call: str | None = None,
+                turn: str | None = None, session: str | None = None) -> bool:
+        """Record that the app delivered `effect` ("email", "charge", ...) under idempotency
+        `key` for `tool_call`; False when `key` was delivered before (a deduplicated retry).
+        A keyless delivery counts every time."""
+        fields = {k: v for k, v in (("tool_call", tool_call), ("turn", turn),
+                                    ("session", session)) if v is not None}
+        delivered, _ = self.state.deliver(effect, key, tool_call or turn or "", {}, **fields)
+        return delivered
+
+    def show_card(self, *, session: str, turn: str, tool_call: str, tool: str) -> Card:
+        """The app showed an approval card (once per tool call)."""
+        return self.cards.show(session=session, turn=turn, tool_call=tool_call, tool=tool)
+
+    def close_card(self, tool_call: str, outcome: str) -> bool:
+        """The app closed a card: "answered", "denied" or "expired"."""
+        return self.cards.close(tool_call, outcome)
 
     def ports(self, threadlog: ThreadLogStore, config: Config) -> Ports:
         model: ModelProvider = self.provider

@@ -2,8 +2,9 @@
 
 Real DBOS server processes (one per application version) on a SQLite system database in a
 temp dir, the harness's world on 127.0.0.1 and a free port; every process is started and
-stopped by process group by the example's adapter. Each scenario runs in seconds: the
-example's chaos profile counts 10 scenario seconds per real second.
+stopped by process group by the example's adapter (built on `harness.kit`). Each scenario
+runs in seconds at the production thresholds: the example's scale puts 5 minutes at 3 real
+seconds and 8 days at 30.
 Without dbos the tests skip, except under CI=true, where they fail.
 """
 

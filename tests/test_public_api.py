@@ -8,7 +8,8 @@ import sys
 import harness
 
 PUBLIC = [
-    "Adapter", "AdapterContractError", "CheckConfig", "DurableChaosError", "History",
+    "Adapter", "AnchoredScale", "KitAdapter", "KitRuntime", "Timing", "Turn",
+    "AdapterContractError", "CheckConfig", "DurableChaosError", "History",
     "Record", "Result", "RunContext", "RunOptions", "RunOutcome", "Runtime", "Schedule",
     "ScenarioError", "Simulator", "Step", "SuiteOutcome", "SystemClock", "UsageError",
     "VirtualClock", "check_adapter", "explore", "load_adapter", "load_scenario",

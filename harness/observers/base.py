@@ -14,6 +14,18 @@ What a poll cannot see it does not invent: an invocation that starts and complet
 two polls is recorded as created, started and completed at the poll that first saw it. The
 interval (default 0.1 s real) bounds how late a record can be; checkers judge bounds of
 seconds to days, with a tolerance.
+
+What every engine is judged by the same way, whatever its own words:
+
+- a turn starts when its handler starts (its invocation is first seen not pending), not when
+  its message is queued (a Restate virtual object's inbox, a DBOS queue), and ends when its
+  invocation completes;
+- an invocation whose turn has an open approval card waits on a person: it counts as
+  `suspended`, though the engine may say running (Restate before its inactivity timeout, a
+  DBOS workflow in `DBOS.recv`);
+- the cards are recorded when the world shows and closes them (a listener on the world's
+  card board), not at the next poll, so a card comes before any answer to it; a card of a
+  turn not yet seen started first reads the engine, so the turn starts before its card.
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ import time
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from harness.history import History
@@ -35,6 +47,7 @@ __all__ = [
     "InvocationState",
     "Snapshot",
     "Status",
+    "TurnEnd",
     "TurnOf",
 ]
 
@@ -76,6 +89,9 @@ class Snapshot:
 # the observer also records `turn.started` / `turn.ended`, so an adapter whose agent runs one
 # workflow per message needs no observations of its own.
 TurnOf = Callable[[InvocationState], "tuple[str, str, str] | None"]
+# Called when a turn's invocation completed, before its `turn.ended` is recorded (where an
+# adapter closes the cards the engine's result settles).
+TurnEnd = Callable[[tuple[str, str, str], InvocationState], None]
 
 
 class EngineObserver(ABC):
@@ -87,11 +103,13 @@ class EngineObserver(ABC):
     """
 
     def __init__(self, history: History, *, interval: float = 0.1,
-                 turn_of: TurnOf | None = None, world: World | None = None) -> None:
+                 turn_of: TurnOf | None = None, world: World | None = None,
+                 on_turn_end: TurnEnd | None = None) -> None:
         self.history = history
         self.interval = interval
         self.turn_of = turn_of
         self.world = world
+        self.on_turn_end = on_turn_end
         self._lock = threading.RLock()
         self._poll_lock = threading.Lock()
         self._stop = threading.Event()
@@ -103,10 +121,14 @@ class EngineObserver(ABC):
         self._superseded: set[str] = set()
         self._drained: set[str] = set()
         self._was_current: set[str] = set()
-        self._ended: list[tuple[tuple[str, str, str], str | None]] = []
+        self._ended: list[tuple[tuple[str, str, str], InvocationState]] = []
+        self._starting: list[tuple[str, str, str]] = []
         self._cards: dict[str, str | None] = {}  # tool call -> outcome it was closed with
+        self._started_turns: set[str] = set()
         self.polls = 0
         self.last_error: str | None = None
+        if world is not None:
+            world.cards.listeners.append(self._card_changed)
 
     # -- what an engine module writes
 
@@ -128,6 +150,8 @@ class EngineObserver(ABC):
         return self
 
     def stop(self) -> None:
+        if self.world is not None and self._card_changed in self.world.cards.listeners:
+            self.world.cards.listeners.remove(self._card_changed)
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -162,12 +186,25 @@ class EngineObserver(ABC):
         with self._lock:
             self._apply(snap)
             self._watch_cards()
-            for (session, turn_id, _), detail in self._ended:
+            # What one read shows happened in between: the turns that ended did so before
+            # the ones that started (a message queued behind a turn runs once it ends), so
+            # their ends come first, each after its own start.
+            starting = {t[1]: t for t in self._starting}
+            for turn, state in self._ended:
+                if starting.pop(turn[1], None) is not None:
+                    self._record_start(turn)
+                if self.on_turn_end is not None:
+                    self.on_turn_end(turn, state)
+                session, turn_id, _ = turn
+                detail = state.detail
                 self.history.add("turn.ended", session=session, turn=turn_id,
                                  data={"event_id": f"{turn_id}.ended",
                                        "reason": "completed" if detail in (None, "succeeded")
                                        else str(detail)})
+            for turn in starting.values():
+                self._record_start(turn)
             self._ended.clear()
+            self._starting.clear()
             self.polls += 1
             self.last_error = None
         return True
@@ -229,7 +266,12 @@ class EngineObserver(ABC):
             if dep.id not in self._deployments:
                 add("deployment.registered", deployment=dep.id, data={"version": dep.version})
             self._deployments[dep.id] = dep
+        waiting = self._waiting_turns()
         for inv in snap.invocations:
+            if inv.status == "running" and self.turn_of is not None:
+                turn = self.turn_of(inv)
+                if turn is not None and turn[1] in waiting:
+                    inv = replace(inv, status="suspended")  # waits on a person
             self._invocation(self._invocations.get(inv.id), inv)
         # A deployment is superseded once another one is current; it drains once nothing
         # running or waiting is pinned to it.
@@ -255,10 +297,8 @@ class EngineObserver(ABC):
         turn = self.turn_of(new) if self.turn_of is not None else None
         if old is None:
             add("invocation.created", invocation=inv, data=dict(data))
-            if turn is not None:
-                session, turn_id, message = turn
-                add("turn.started", session=session, turn=turn_id,
-                    data={"event_id": f"{turn_id}.started", "message": message})
+        if turn is not None and new.status != "pending":
+            self._turn_started(turn)
         pinned = self._pinned.get(inv)
         if new.deployment is not None and new.deployment != pinned:
             kind = "invocation.started" if pinned is None else "invocation.repinned"
@@ -278,24 +318,52 @@ class EngineObserver(ABC):
                 add("invocation.completed", invocation=inv, deployment=dep,
                     data={"outcome": new.detail or "completed"})
                 if turn is not None:  # after the cards of this poll: a turn ends last
-                    self._ended.append((turn, new.detail))
+                    self._ended.append((turn, new))
         self._invocations[inv] = new
 
+    def _turn_started(self, turn: tuple[str, str, str]) -> None:
+        # Recorded at the end of the poll (see `poll`), once per turn.
+        if turn[1] not in self._started_turns:
+            self._started_turns.add(turn[1])
+            self._starting.append(turn)
+
+    def _record_start(self, turn: tuple[str, str, str]) -> None:
+        session, turn_id, message = turn
+        self.history.add("turn.started", session=session, turn=turn_id,
+                         data={"event_id": f"{turn_id}.started", "message": message})
+
+    def _waiting_turns(self) -> set[str]:
+        """Turns with an open card: their invocations wait on a person."""
+        if self.world is None:
+            return set()
+        return {c.turn for c in list(self.world.state.cards.values()) if c.closed is None}
+
+    def _card_changed(self, card: Card) -> None:
+        # Called by the world as the card is shown or closed, on the thread that did it.
+        if card.closed is None and card.turn not in self._started_turns:
+            # The card proves its turn's handler runs: read the engine first, so the turn
+            # is recorded started before its card (outside the lock the poll needs).
+            self.refresh(timeout=2.0)
+        with self._lock:
+            self._record_card(card)
+
     def _watch_cards(self) -> None:
+        # What the listener did not see (cards shown before this observer was made).
         if self.world is None:
             return
-        cards: list[Card] = list(self.world.state.cards.values())
-        for card in cards:
-            known = card.tool_call in self._cards
-            if not known:
-                self._cards[card.tool_call] = None
-                self.history.add("tool.awaiting", session=card.session, turn=card.turn,
-                                 tool_call=card.tool_call,
-                                 data={"event_id": f"{card.tool_call}.awaiting",
-                                       "tool": card.tool})
-            if card.closed is not None and self._cards[card.tool_call] is None:
-                self._cards[card.tool_call] = card.closed
-                self.history.add("tool.result", session=card.session, turn=card.turn,
-                                 tool_call=card.tool_call,
-                                 data={"event_id": f"{card.tool_call}.result",
-                                       "outcome": card.closed})
+        for card in list(self.world.state.cards.values()):
+            self._record_card(card)
+
+    def _record_card(self, card: Card) -> None:
+        if card.tool_call not in self._cards:
+            self._cards[card.tool_call] = None
+            self.history.add("tool.awaiting", session=card.session, turn=card.turn,
+                             tool_call=card.tool_call,
+                             data={"event_id": f"{card.tool_call}.awaiting",
+                                   "tool": card.tool})
+        if card.closed is not None and self._cards[card.tool_call] is None:
+            self._cards[card.tool_call] = card.closed
+            self.history.add("tool.result", session=card.session, turn=card.turn,
+                             tool_call=card.tool_call,
+                             data={"event_id": f"{card.tool_call}.result",
+                                   "outcome": card.closed})

@@ -11,7 +11,8 @@ DBOS keeps everything in its system database, so each poll is two queries:
 - `application_versions`: each version a process registered; the newest is current (DBOS
   gives unpinned work to it).
 
-With `waits=True`, a PENDING workflow waiting in `DBOS.recv` (or `DBOS.sleep`) with no message
+By default (`waits=True`, so that a waiting workflow counts as it does on Temporal), a
+PENDING workflow waiting in `DBOS.recv` (or `DBOS.sleep`) with no message
 to read is `suspended`, read from the same database: its latest step is the wait's timeout
 (`DBOS.sleep` in `operation_outputs`, with no `DBOS.recv` result before it) and no unread
 message waits for it in `notifications`. DBOS keeps such a workflow in a process of its
@@ -34,6 +35,7 @@ from harness.observers.base import (
     InvocationState,
     Snapshot,
     Status,
+    TurnEnd,
     TurnOf,
 )
 from harness.world import World
@@ -64,8 +66,10 @@ class DbosObserver(EngineObserver):
 
     def __init__(self, history: History, *, database_url: str, schema: str = "dbos",
                  interval: float = 0.1, turn_of: TurnOf | None = None,
-                 world: World | None = None, waits: bool = False) -> None:
-        super().__init__(history, interval=interval, turn_of=turn_of, world=world)
+                 world: World | None = None, waits: bool = True,
+                 on_turn_end: TurnEnd | None = None) -> None:
+        super().__init__(history, interval=interval, turn_of=turn_of, world=world,
+                         on_turn_end=on_turn_end)
         self.database_url = database_url
         self.waits = waits
         self.sqlite = database_url.startswith("sqlite:///")

@@ -8,12 +8,18 @@ heard back). `WorkerHosts` does that and records `host.*` and `faultpoint.reache
 adapter gives it the command that starts a worker of a version and the observer's view of
 which deployment runs what.
 
+An app may also name fault points of its own (`app_points`) and ask the harness at each one
+(the world server's synchronous `POST /faultpoint`, with its pid): `reach(point, pid)` kills
+or stops the asking worker's process group while it waits for the answer, so the fault lands
+exactly in the app's window, not one observer poll late.
+
 Times are the runtime's clock (schedule seconds); `tick()` (call it from `advance`) restarts
 and resumes what is due.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Callable, Mapping
@@ -54,13 +60,16 @@ class WorkerHosts:
     def __init__(self, history: History, *, now: Callable[[], float],
                  start: Callable[[str], ProcessGroup], downtime: float,
                  observer: EngineObserver,
-                 invocation_of: Callable[[Record], str | None] | None = None) -> None:
+                 invocation_of: Callable[[Record], str | None] | None = None,
+                 app_points: tuple[str, ...] = ()) -> None:
         self.history, self.now, self.start, self.downtime = history, now, start, downtime
         self.observer = observer
         self.invocation_of = invocation_of or turn_of_delivery
         self.hosts: dict[str, tuple[str, ProcessGroup]] = {}
         self._later: list[tuple[float, str, str]] = []  # (when, "restart" | "resume", host)
         self._armed: dict[str, list[tuple[str, str, float]]] = {}  # effect -> (point, ...)
+        self.app_points = app_points
+        self._at_point: dict[str, list[tuple[str, float]]] = {}  # app point -> (action, ...)
         self._lock = threading.RLock()
         history.subscribe(self._delivered)
 
@@ -70,6 +79,15 @@ class WorkerHosts:
             host = f"{deployment}/w{sum(1 for d, _ in self.hosts.values() if d == deployment) + 1}"
             self.hosts[host] = (deployment, self.start(deployment))
             return host
+
+    def rename(self, deployment: str, engine_id: str) -> None:
+        """Key `deployment`'s hosts by `engine_id` from now on: the id the engine gave the
+        deployment once a worker of it ran (Restate assigns one only when a running worker
+        registers), which is what the observer says invocations are pinned to."""
+        with self._lock:
+            for host, (dep, group) in list(self.hosts.items()):
+                if dep == deployment:
+                    self.hosts[host] = (engine_id, group)
 
     def select(self, selector: str) -> str:
         """A schedule's host selector: 'latest/N', 'any' / 'owner' (the oldest live host
@@ -106,11 +124,42 @@ class WorkerHosts:
             return host
 
     def arm(self, point: str, action: str, duration: float, times: int) -> None:
+        if point in self.app_points:
+            with self._lock:
+                self._at_point.setdefault(point, []).extend([(action, duration)] * times)
+            return
         effect = POINTS.get(point)
         if effect is None:
-            raise ValueError(f"unknown fault point {point!r}; known: {sorted(POINTS)}")
+            raise ValueError(f"unknown fault point {point!r}; known: "
+                             f"{sorted([*POINTS, *self.app_points])}")
         with self._lock:
             self._armed.setdefault(effect, []).extend([(point, action, duration)] * times)
+
+    def host_of(self, pid: int) -> str | None:
+        """The live host whose process group holds process `pid`."""
+        try:
+            group_id = os.getpgid(pid)
+        except OSError:
+            return None
+        with self._lock:
+            return next((h for h, (_, g) in self.hosts.items() if g.alive and g.pgid == group_id),
+                        None)
+
+    def reach(self, point: str, pid: int) -> str | None:
+        """Process `pid` of a worker reached app fault point `point` and waits for the answer:
+        act now if it is armed ("crash": kill -9 its host; "pause": SIGSTOP it for the armed
+        duration) and return the action, else None."""
+        with self._lock:
+            armed = self._at_point.get(point)
+            host = self.host_of(pid)
+            if not armed or host is None:
+                return None
+            action, duration = armed.pop(0)
+            if action == "crash":
+                self.crash(host)
+            else:
+                self.pause(host, duration)
+            return action
 
     def tick(self) -> None:
         """Restart crashed hosts and resume paused ones whose time has come."""

@@ -12,7 +12,10 @@ Each poll is two SQL introspection queries on the admin API (`POST /query`):
 
 Over the bidirectional protocol a waiting invocation reads `running` until the server's
 inactivity timeout suspends it; the pinning checker judges the deployment anyway (pinned
-is pinned, suspended or not).
+is pinned, suspended or not), and with the world and `turn_of` given, an invocation whose
+turn has an open card is recorded suspended at once (it waits on a person). A message to a
+virtual object that is busy waits in its inbox as `pending`: its turn starts when its
+handler does, not when the message arrives (see `harness.observers.base`).
 
 Only the standard library is used (urllib), so the observer needs no extra.
 """
@@ -31,6 +34,7 @@ from harness.observers.base import (
     InvocationState,
     Snapshot,
     Status,
+    TurnEnd,
     TurnOf,
 )
 from harness.world import World
@@ -56,9 +60,11 @@ class RestateObserver(EngineObserver):
 
     def __init__(self, history: History, *, admin_url: str, interval: float = 0.1,
                  turn_of: TurnOf | None = None, world: World | None = None,
+                 on_turn_end: TurnEnd | None = None,
                  version_of: Callable[[str, str], str] | None = None,
                  services: frozenset[str] | None = None) -> None:
-        super().__init__(history, interval=interval, turn_of=turn_of, world=world)
+        super().__init__(history, interval=interval, turn_of=turn_of, world=world,
+                         on_turn_end=on_turn_end)
         self.admin_url = admin_url.rstrip("/")
         self.version_of = version_of or (lambda dep, endpoint: endpoint)
         self.services = services

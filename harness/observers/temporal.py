@@ -41,6 +41,7 @@ from harness.observers.base import (
     InvocationState,
     Snapshot,
     Status,
+    TurnEnd,
     TurnOf,
 )
 from harness.world import World
@@ -55,8 +56,10 @@ class TemporalObserver(EngineObserver):
     def __init__(self, history: History, *, target_host: str, deployment_name: str,
                  namespace: str = "default", interval: float = 0.1,
                  turn_of: TurnOf | None = None, world: World | None = None,
+                 on_turn_end: TurnEnd | None = None,
                  workflow_ids: Iterable[str] = ()) -> None:
-        super().__init__(history, interval=interval, turn_of=turn_of, world=world)
+        super().__init__(history, interval=interval, turn_of=turn_of, world=world,
+                         on_turn_end=on_turn_end)
         self.target_host = target_host
         self.deployment_name = deployment_name
         self.namespace = namespace

@@ -1,0 +1,251 @@
+"""The adapter kit (`harness.kit`), the world API for apps that keep their own effects, and
+the example adapters built on it.
+
+The end-to-end tests drive tests/outside_adapters/kit_app: a toy durable engine (files, one
+worker process per version) and its app, which logs its own cards and emails to a JSONL file
+and asks the harness at a fault point of its own; its adapter is written outside the package
+with the public API only, as a user writes one. They wait on readiness (the kit waits for the
+engine to show each version current), never on fixed sleeps, and the kit stops every process
+group it started.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from harness import History, RunOptions, load_scenario, run_schedule
+from harness.components.procs import live_groups
+from harness.effects import EffectsFile
+from harness.errors import ConfigError
+from harness.kit import AnchoredScale, TimeScale, Timing
+from harness.world import World
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTSIDE = ROOT / "tests" / "outside_adapters"
+DAY = 86400.0
+
+
+def _world() -> tuple[World, History]:
+    history = History(lambda: 0.0)
+
+    async def sleep(seconds: float) -> None:
+        return None
+
+    return World(history, now=lambda: 0.0, sleep=sleep), history
+
+
+# -- timing --------------------------------------------------------------------------------
+
+def test_tolerances_in_real_seconds_become_the_checkers_scenario_seconds() -> None:
+    scale = AnchoredScale(((300.0, 3.0), (8 * DAY, 30.0)))
+    timing = Timing(scale, hand_off_after=300.0, max_wait=8 * DAY, tolerance=1.0, liveness=5.0)
+    config = timing.check_config()
+    assert (config.hand_off_after, config.max_wait) == (300.0, 8 * DAY)  # production's
+    # One real second of slack is widest at the 8-day bound (about 7 hours), not days.
+    assert config.tolerance == pytest.approx(scale.span(1.0, at=8 * DAY))
+    assert config.tolerance < 8 * 3600
+    assert config.liveness_bound == pytest.approx(8 * DAY + 5 * scale.steepest)
+    assert timing.real(8 * DAY) == pytest.approx(30.0)
+    linear = Timing(TimeScale(10.0), hand_off_after=10.0, max_wait=60.0, tolerance=0.5)
+    assert linear.check_config().tolerance == pytest.approx(5.0)
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("tolerance", 0), ("liveness", -1.0), ("downtime", float("nan")), ("max_wait", "8d"),
+    ("card_patience", True), ("scale", 10.0),
+])
+def test_bad_timing_is_one_config_error(field: str, value: object) -> None:
+    args: dict[str, object] = {"scale": TimeScale(10.0), field: value}
+    with pytest.raises(ConfigError, match=field if field != "scale" else "scale"):
+        Timing(**args)  # type: ignore[arg-type]
+
+
+# -- the world API for apps that keep their own effects -------------------------------------
+
+def test_an_app_delivers_effects_and_shows_and_closes_cards_through_the_world() -> None:
+    world, history = _world()
+    assert world.deliver("email", "k1", tool_call="s1.turn1.t1", turn="s1.turn1") is True
+    assert world.deliver("email", "k1", tool_call="s1.turn1.t1") is False  # a retry
+    world.show_card(session="s1", turn="s1.turn1", tool_call="s1.turn1.t1", tool="send_email")
+    world.show_card(session="s1", turn="s1.turn1", tool_call="s1.turn1.t1", tool="send_email")
+    assert [c.tool_call for c in world.cards.open_cards("s1")] == ["s1.turn1.t1"]
+    assert world.close_card("s1.turn1.t1", "answered") is True
+    assert world.close_card("s1.turn1.t1", "expired") is False
+    assert [r.kind for r in history.records] == [
+        "effect.attempted", "effect.delivered", "effect.attempted", "effect.deduplicated"]
+
+
+def test_the_effects_file_hands_over_complete_lines_only_and_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "effects.jsonl"
+    seen: list[dict[str, object]] = []
+    reader = EffectsFile(path, seen.append)
+    assert reader.read() == 0  # the app has not written yet
+    with open(path, "w") as f:
+        f.write(json.dumps({"effect": "email", "key": "a"}) + "\n" + '{"effect": "ema')
+    assert reader.read() == 1
+    with open(path, "a") as f:
+        f.write('il", "key": "b"}\n')
+    assert reader.read() == 1
+    assert [s["key"] for s in seen] == ["a", "b"]
+
+
+# -- end to end, with an adapter written outside the package --------------------------------
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.syspath_prepend(str(OUTSIDE))
+    from kit_app.chaos import adapter
+
+    before = {g.pid for g in live_groups()}
+    yield adapter
+    # Every worker the kit started is gone, its process group included.
+    assert [g for g in live_groups() if g.pid not in before and g.alive] == []
+
+
+def _scenario(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f'name = "{name}"\ndescription = "{name}"\n{body}')
+    return path
+
+
+MESSAGE = '[[step]]\nat = "0s"\ndo = "message"\nsession = "s1"\ntext = "email bob"\n' \
+          'tools = ["send_email"]\n'
+
+
+def _run(adapter: object, path: Path, tmp_path: Path) -> tuple[object, History]:
+    run = run_schedule(adapter, load_scenario(path),  # type: ignore[arg-type]
+                       RunOptions(adapter_spec="kit_app.chaos:adapter", report_dir=tmp_path))
+    assert run.error is None, run.error
+    assert run.history_path is not None
+    return run, History.load(run.history_path)
+
+
+def test_an_app_with_its_own_effects_log_is_judged_by_what_it_logged(
+        toy: object, tmp_path: Path) -> None:
+    path = _scenario(tmp_path, "answered", 'horizon = "10m"\n' + MESSAGE +
+                     '[[step]]\nat = "1m"\ndo = "answer"\nsession = "s1"\n'
+                     'decision = "approve"\n')
+    run, history = _run(toy, path, tmp_path)
+    kinds = [r.kind for r in history.records
+             if r.kind.startswith(("turn.", "tool.", "op.answer", "effect.delivered"))]
+    # The turn starts before its card, the card before the answer that finds it.
+    assert kinds == ["turn.started", "tool.awaiting", "op.answer", "op.answer", "tool.result",
+                     "effect.delivered", "turn.ended"]
+    [email] = history.of_kind("effect.delivered")
+    assert email.tool_call == "s1.turn1.t1"
+    verdicts = {r.checker: r.valid for r in run.results}  # type: ignore[attr-defined]
+    assert verdicts["no-duplicate-effects"] is True
+    assert verdicts["turn-outcome"] is True
+
+
+def test_cards_are_closed_from_the_engines_result(toy: object, tmp_path: Path) -> None:
+    path = _scenario(tmp_path, "expires", 'horizon = "9d"\n' + MESSAGE)
+    run, history = _run(toy, path, tmp_path)
+    [result] = history.of_kind("tool.result")
+    assert result.data["outcome"] == "expired"
+    [ended] = history.of_kind("turn.ended")
+    assert history.records.index(result) < history.records.index(ended)
+    verdicts = {r.checker: r.valid for r in run.results}  # type: ignore[attr-defined]
+    assert verdicts["turn-outcome"] is True
+
+
+def test_a_kill_at_the_apps_own_fault_point_lands_in_its_window(
+        toy: object, tmp_path: Path) -> None:
+    path = _scenario(tmp_path, "crash", 'horizon = "3d"\n'
+                     '[[step]]\nat = "0s"\ndo = "arm"\npoint = "effect.email.after_send"\n'
+                     'action = "crash"\n' + MESSAGE +
+                     '[[step]]\nat = "1m"\ndo = "answer"\nsession = "s1"\n'
+                     'decision = "approve"\n')
+    run, history = _run(toy, path, tmp_path)
+    order = [r.kind for r in history.records
+             if r.kind in ("effect.delivered", "host.crashed", "faultpoint.reached",
+                           "host.restarted")]
+    # Killed while it waited at the point: after its email, before the engine recorded the
+    # turn done; the restarted worker ran the turn again and sent a second email.
+    assert order[:4] == ["effect.delivered", "host.crashed", "faultpoint.reached",
+                         "host.restarted"]
+    assert "host.restarted" in order and order.count("effect.delivered") == 2
+    # The world server records each arrival: armed once, the second one (the rerun) is let by.
+    assert [r.data for r in history.of_kind("faultpoint.reached")] == [
+        {"point": "effect.email.after_send", "action": "crash"},
+        {"point": "effect.email.after_send", "action": None}]
+    verdicts = {r.checker: r.valid for r in run.results}  # type: ignore[attr-defined]
+    assert verdicts["no-duplicate-effects"] is False
+
+
+# -- the examples on the kit ----------------------------------------------------------------
+
+def code_lines(path: Path) -> int:
+    """Lines holding code: not blank, not only a comment (docstrings count)."""
+    lines: set[int] = set()
+    for token in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        if token.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE,
+                              tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
+            lines.update(range(token.start[0], token.end[0] + 1))
+    return len(lines)
+
+
+@pytest.mark.parametrize("example", ["temporal_approval", "dbos_approval"])
+def test_the_example_adapters_are_at_most_60_code_lines(example: str) -> None:
+    lines = code_lines(ROOT / "examples" / example / "chaos.py")
+    assert lines <= 60, f"examples/{example}/chaos.py has {lines} code lines"
+
+
+def test_code_lines_leave_out_blanks_and_comments(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text('"""Doc\nstring."""\n\n# a comment\nx = 1  # why\n\ndef f() -> None:\n'
+                    '    return None\n')
+    assert code_lines(path) == 5
+
+
+def test_the_kit_is_public() -> None:
+    import harness
+    import harness.kit
+
+    assert sorted(harness.kit.__all__) == [
+        "AnchoredScale", "KitAdapter", "KitRuntime", "TimeScale", "Timing", "Turn",
+        "free_port", "wait_until"]
+    for name in ("AnchoredScale", "KitAdapter", "KitRuntime", "Timing", "Turn"):
+        assert getattr(harness, name) is getattr(harness.kit, name)
+
+
+def test_doctor_checks_what_an_adapter_needs_not_the_builtin_path(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.doctor import run_doctor
+
+    monkeypatch.syspath_prepend(str(OUTSIDE))
+    run_doctor(["restate"], None, adapter="kit_app.chaos:adapter")
+    out = capsys.readouterr().out
+    # The restate path's own engine is checked; the reference's PostgreSQL and Toxiproxy,
+    # which this adapter never uses, are not.
+    assert "restate-server" in out
+    assert "toxiproxy" not in out.lower() and "postgresql" not in out.lower()
+    assert "adapter kit_app.chaos:adapter: ready" in out
+    assert run_doctor(None, None, adapter="kit_app.nowhere:adapter") == 1
+
+
+def test_hosts_are_keyed_by_the_id_the_engine_gave_the_deployment() -> None:
+    # Restate names a deployment only when a running worker registers: the kit starts the
+    # workers under the version, then keys them by the engine's id, as the observer records.
+    from harness.observers import WorkerHosts
+    from harness.observers.base import EngineObserver, Snapshot
+
+    class Quiet(EngineObserver):
+        def snapshot(self) -> Snapshot:
+            return Snapshot()
+
+    class Alive:
+        alive = True
+
+    history = History(lambda: 0.0)
+    hosts = WorkerHosts(history, now=lambda: 0.0, start=lambda dep: Alive(),  # type: ignore[arg-type, return-value]
+                        downtime=1.0, observer=Quiet(history))
+    host = hosts.add("v1")
+    hosts.rename("v1", "dp_7f3")
+    assert hosts.hosts[host][0] == "dp_7f3"
+    assert hosts.select("latest/1") == host
