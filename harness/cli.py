@@ -25,7 +25,14 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
-from harness.errors import ComponentUnavailable, Terminated, UsageError, WorkerLost
+from harness.errors import (
+    ComponentUnavailable,
+    DurableChaosError,
+    OutputUnwritable,
+    Terminated,
+    UsageError,
+    WorkerLost,
+)
 from harness.outcome import RunOutcome, SuiteOutcome, printable
 from harness.schedules.model import Schedule, parse_duration
 
@@ -136,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="a scenario file or a schedule.toml saved by a run")
     replay.add_argument("--seed", default=None, metavar="S",
                         help="rerun the generated exploration of this seed instead")
-    replay.add_argument("--schedules", default="100", metavar="N",
+    replay.add_argument("--schedules", default=None, metavar="N",
                         help="with --seed: how many generated schedules (default: 100)")
 
     sub.add_parser("adapters", help="list the adapters --adapter accepts")
@@ -176,6 +183,11 @@ def _fan_out(args: argparse.Namespace) -> tuple[int | None, str | None]:
     if workers == 0:
         raise UsageError("--workers: expected at least 1 worker, got 0")
     ray = getattr(args, "ray", None)
+    cores = os.cpu_count() or 1
+    if workers is not None and ray is None and workers > cores:
+        # More processes than cores only adds switching and memory (each holds a runtime).
+        _warn(f"--workers {workers} is more than the {cores} core(s) here; using {cores}")
+        workers = cores
     if ray is not None and not ray.strip():
         raise UsageError("--ray: expected a Ray address such as 127.0.0.1:6379 or 'local'")
     if ray is not None and importlib.util.find_spec("ray") is None:
@@ -185,6 +197,37 @@ def _fan_out(args: argparse.Namespace) -> tuple[int | None, str | None]:
 
         check_ray_address(ray.strip())
     return workers, ray
+
+
+def _warn(text: str) -> None:
+    with _quiet_stream_errors():
+        print(f"durable-chaos: warning: {printable(text)}", file=sys.stderr)
+
+
+@contextmanager
+def _quiet_stream_errors() -> Iterator[None]:
+    """A closed or full terminal (`| head -0`, `>/dev/full`) changes nothing: the verdict is
+    the exit status. The stream is pointed at /dev/null, so that Python's own flush at exit
+    does not fail either (it would turn the status into 120)."""
+    try:
+        yield
+    except OSError:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except OSError:
+                try:
+                    devnull = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(devnull, stream.fileno())
+                    os.close(devnull)
+                except (OSError, ValueError, AttributeError):
+                    pass
+
+
+def _say(text: str) -> None:
+    with _quiet_stream_errors():
+        print(text)
+        sys.stdout.flush()
 
 
 def _seconds(value: str, option: str) -> float:
@@ -368,6 +411,8 @@ def exit_status(suite: SuiteOutcome, allow_unknown: bool = False) -> int:
         return 128 + signal.SIGTERM
     if suite.interrupted is not None:
         return 128 + signal.SIGINT
+    if suite.output_error is not None:
+        return EXIT_UNKNOWN  # evidence missing: nothing it would show can be trusted
     if suite.violations:
         return EXIT_VIOLATIONS
     if (suite.unknown_runs or not suite.runs) and not allow_unknown:
@@ -428,19 +473,23 @@ def _main(argv: Sequence[str] | None) -> int:
         with _sigterm_stops():
             return _dispatch(args)
     except UsageError as exc:
-        print(f"durable-chaos: error: {_one_line(exc)}", file=sys.stderr)
+        _error(f"error: {_one_line(exc)}")
         return EXIT_USAGE
     except ComponentUnavailable as exc:
-        print(f"durable-chaos: error: {_one_line(exc)}", file=sys.stderr)
+        _error(f"error: {_one_line(exc)}")
         return EXIT_USAGE
-    except WorkerLost as exc:  # the report of what ran is written, marked incomplete
-        print(f"durable-chaos: could not judge: {_one_line(exc)}", file=sys.stderr)
+    except OutputUnwritable as exc:
+        _error(f"could not judge: {_one_line(exc)}; free space or give a --report-dir you "
+               "can write to")
+        return EXIT_UNKNOWN
+    except (WorkerLost, DurableChaosError) as exc:  # the report of what ran is written
+        _error(f"could not judge: {_one_line(exc)}")
         return EXIT_UNKNOWN
     except Terminated:
-        print("durable-chaos: terminated", file=sys.stderr)
+        _error("terminated")
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
-        print("durable-chaos: interrupted", file=sys.stderr)
+        _error("interrupted")
         return 128 + signal.SIGINT
 
 
@@ -499,6 +548,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         use_adapter_paths(args.adapter_path)
     adapters = args.adapter or ["reference"]
+    for option, values in (("--adapter", args.adapter), ("--adapter-path", args.adapter_path)):
+        if values and any(not value.strip() for value in values):
+            raise UsageError(f"{option}: empty; give a value (see `durable-chaos --help`)")
+    if getattr(args, "schedule", None) is not None and not args.schedule.strip():
+        raise UsageError("replay: empty SCHEDULE.toml; give a schedule file")
     run_timeout = _run_timeout(args.run_timeout)
     workers, ray = _fan_out(args)
     # Everything the user gave is checked before anything starts or is written: options,
@@ -519,11 +573,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.schedule is not None:
             from harness.schedules.scenario_file import load_scenario
 
+            if args.schedules is not None:
+                # It would be ignored: a file is one schedule.
+                raise UsageError(f"replay: --schedules goes with --seed, not with "
+                                 f"{args.schedule} (a file is one schedule)")
             scenarios = [load_scenario(args.schedule)]
             schedules, seed = 0, scenarios[0].seed
         else:
             scenarios = []
-            schedules = _int(args.schedules, "--schedules")
+            schedules = _int(args.schedules or "100", "--schedules")
             seed = _int(args.seed, "--seed")
     invariants = _invariants(getattr(args, "invariants", None))
     for spec in adapters:
@@ -534,15 +592,23 @@ def _dispatch(args: argparse.Namespace) -> int:
     suite = run_suite(adapters, scenarios, schedules=schedules, seed=seed, time_budget=budget,
                       report_dir=report_dir, progress=not args.quiet, run_timeout=run_timeout,
                       workers=workers, ray=ray, invariants=invariants)
-    print(_summary(suite, report_dir))
+    _say(_summary(suite, report_dir))
     status = exit_status(suite, args.allow_unknown)
-    if status == EXIT_UNKNOWN and not suite.runs:
-        print("durable-chaos: could not judge: nothing ran (no scenario and no generated "
-              "schedule); give --scenarios or --schedules N", file=sys.stderr)
+    if suite.output_error is not None and suite.interrupted is None:
+        _error(f"could not judge: {_one_line(Exception(suite.output_error))}; free space "
+               "or give a --report-dir you can write to")
+    elif status == EXIT_UNKNOWN and not suite.runs:
+        _error("could not judge: nothing ran (no scenario and no generated schedule); give "
+               "--scenarios or --schedules N")
     elif status == EXIT_UNKNOWN:
-        print(f"durable-chaos: could not judge: {suite.unknown_runs} run(s) unknown (see the "
-              "report; --allow-unknown exits 0 instead)", file=sys.stderr)
+        _error(f"could not judge: {suite.unknown_runs} run(s) unknown (see the report; "
+               "--allow-unknown exits 0 instead)")
     return status
+
+
+def _error(text: str) -> None:
+    with _quiet_stream_errors():
+        print(f"durable-chaos: {text}", file=sys.stderr)
 
 
 def _claims_checked(adapter: object, invariants: tuple[str, ...] | None) -> None:

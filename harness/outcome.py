@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.checkers.base import Result
+from harness.checkers.base import Result, Violation
 from harness.history import fmt_duration
 
 
@@ -72,6 +72,37 @@ class RunOutcome:
     shrink_cut_short: bool = False
     # Invariants the scenario says must be violated (`[expect] fails`): it pins a known bug.
     expected_failures: tuple[str, ...] = ()
+    # How many steps the schedule has (counted once, from the schedule, not its TOML).
+    steps: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The outcome as JSON-able data (`from_json` reads it back): how an xdist worker
+        hands its runs to the controller."""
+        from dataclasses import asdict
+
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunOutcome:
+        from dataclasses import fields
+
+        def result(r: dict[str, Any]) -> Result:
+            return Result(r["checker"], r["valid"],
+                          tuple(Violation(v["message"], tuple(v["records"]))
+                                for v in r["violations"]),
+                          r["reached"], r["note"], dict(r["stats"]))
+
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["results"] = tuple(result(r) for r in data["results"])
+        values["skipped_faults"] = tuple(data.get("skipped_faults", ()))
+        values["skipped_steps"] = tuple(SkippedStep(**skip)
+                                        for skip in data.get("skipped_steps", ()))
+        values["unclaimed"] = tuple(result(r) for r in data.get("unclaimed", ()))
+        values["step_notes"] = tuple(data.get("step_notes", ()))
+        values["expected_failures"] = tuple(data.get("expected_failures", ()))
+        values["alive"] = tuple((float(t), int(n)) for t, n in data.get("alive", ()))
+        return cls(**values)
 
     @property
     def failed(self) -> bool:
@@ -119,6 +150,9 @@ class SuiteOutcome:
     shrunk: tuple[RunOutcome, ...] = ()  # minimal failing schedules found by shrinking
     # Which scenario sets ran, e.g. ("builtin (15)", "my/scenarios (2)").
     scenario_sets: tuple[str, ...] = ()
+    # Evidence that could not be written (a full disk, a read-only directory): the path and
+    # why, one line; the suite could not be judged (exit 3).
+    output_error: str | None = None
 
     @property
     def unknown_runs(self) -> int:

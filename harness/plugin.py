@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from harness.outcome import RunOutcome
     from harness.runner import RunOptions
     from harness.schedules.model import Schedule
+    from harness.supervisor import Pool
 
 # The fixtures live in their own module; pytest imports it with this plugin.
 pytest_plugins = ["harness.fixtures"]
@@ -175,6 +176,8 @@ class ChaosState:
     # SIGTERM received (see _stop_on_sigterm), and the handler it replaced.
     terminated: bool = False
     previous_sigterm: Any = None
+    workers: Pool | None = None  # see pool()
+    lock: Any = None  # the report directory's lock (harness.evidence), held by the controller
 
     def options(self, spec: str) -> RunOptions:
         from harness.runner import RunOptions
@@ -191,28 +194,34 @@ class ChaosState:
         return claimed_invariants(self.adapters[spec], self.settings.invariants,
                                   [c.name for c in ALL])
 
+    def pool(self) -> Pool:
+        """The session's supervised worker processes (harness.supervisor): every collected
+        item runs its adapter there, so an adapter that ends or kills its process fails
+        its item as unknown instead of ending pytest."""
+        if self.workers is None:
+            from harness.supervisor import Pool
+
+            self.workers = Pool(self.settings.workers)
+        return self.workers
+
     def contract(self, spec: str) -> str | None:
         """Check the adapter contract once per process; the failure message, or None."""
         if spec not in self.contracts:
-            from harness.conformance import check_adapter
-            from harness.errors import AdapterContractError, RunTimeout
+            from harness.jobs import contract_job
             from harness.runner import run_timeout
-            from harness.watchdog import Watchdog
+            from harness.supervisor import silence_for
 
             adapter = self.adapters[spec]
             limit = run_timeout(adapter, self.options(spec))
-            try:
-                # The check is a run too: an adapter that hangs in it must not hang pytest.
-                with Watchdog(limit):
-                    check_adapter(adapter)
-                self.contracts[spec] = None
-            except AdapterContractError as exc:
-                self.contracts[spec] = str(exc)
-            except RunTimeout:
-                self.contracts[spec] = (
-                    f"adapter {adapter.name!r}: the contract check passed the wall-clock limit "
-                    f"of {limit:g}s; raise it with --chaos-run-timeout or make the runtime "
-                    "answer")
+            # The check is a run too: an adapter that hangs in it must not hang pytest.
+            event = self.pool().run(contract_job, spec, limit, silence=silence_for(limit))
+            if event.kind == "done":
+                self.contracts[spec] = event.payload
+            elif event.kind == "lost":
+                self.contracts[spec] = (f"adapter {adapter.name!r}: the contract check "
+                                        f"ended its worker: {event.payload}")
+            else:
+                self.contracts[spec] = f"adapter {adapter.name!r}: {event.payload[1]!s}"
         return self.contracts[spec]
 
 
@@ -475,6 +484,7 @@ def pytest_configure(config: pytest.Config) -> None:
     scenarios = _load_scenarios(config, settings.scenarios)
     config.stash[STATE] = ChaosState(settings, adapters, scenarios,
                                      not_selected=_not_selected(config, settings))
+    _lock_report_dir(config, config.stash[STATE])
     config.addinivalue_line("markers", f"{MARKER}: an item of the durable-chaos suite")
     _stop_on_sigterm(config.stash[STATE])
     if config.pluginmanager.hasplugin("xdist"):
@@ -512,6 +522,11 @@ def _stop_on_sigterm(state: ChaosState) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = chaos_state(config)
+    if state is not None:
+        _close_pool(state, abort=True)
+        if state.lock is not None:
+            state.lock.release()
+            state.lock = None
     if state is not None and state.previous_sigterm is not None:
         try:
             signal.signal(signal.SIGTERM, state.previous_sigterm)
@@ -526,6 +541,34 @@ def _claims_checked(adapter: Adapter, invariants: tuple[str, ...] | None) -> Non
     from harness.checkers import ALL
 
     claimed_invariants(adapter, invariants, [c.name for c in ALL])
+
+
+def _close_pool(state: ChaosState, abort: bool = False) -> None:
+    if state.workers is not None:
+        state.workers.close(abort=abort)
+        state.workers = None
+
+
+def _lock_report_dir(config: pytest.Config, state: ChaosState) -> None:
+    """The controller holds the report directory for the session (harness.evidence); a
+    second session writing there is a usage error naming the holder."""
+    report_dir = state.settings.report_dir
+    if report_dir is None or getattr(config, "workerinput", None) is not None:
+        return
+    from harness.errors import UsageError
+    from harness.evidence import ReportLock
+    from harness.suite import fresh_runs_dir
+
+    where = _Source(config, "--chaos-report", "chaos_report").value()[1]
+    lock = ReportLock(report_dir, option=where)
+    try:
+        lock.acquire()
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    state.lock = lock
+    fresh_runs_dir(report_dir)
+
+
 def _not_selected(config: pytest.Config, settings: ChaosSettings) -> str | None:
     """Why the paths on the command line leave the chaos suite out, or None to collect it.
 
@@ -638,6 +681,8 @@ def pytest_make_collect_report(
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     state = chaos_state(config)
+    if state is not None:
+        _close_pool(state)
     if state is not None and state.terminated:
         # As the CLI: 128 + SIGTERM, not pytest's 2 for Ctrl-C.
         session.exitstatus = 128 + signal.SIGTERM
@@ -646,11 +691,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     workeroutput = getattr(config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput[_WORKER_RUNS] = json.dumps(
-            {"runs": [_to_json(r) for r in state.runs],
-             "shrunk": [_to_json(r) for r in state.shrunk]})
+            {"runs": [r.to_json() for r in state.runs],
+             "shrunk": [r.to_json() for r in state.shrunk]})
         return
     from harness.outcome import SuiteOutcome
-    from harness.runner import environment, write_outputs
+    from harness.runner import environment
     from harness.schedules.library import describe_sets
 
     names = tuple(dict.fromkeys(a.name for a in state.adapters.values()))
@@ -666,13 +711,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         shrunk=tuple(state.shrunk),
         scenario_sets=describe_sets(state.scenarios),
     )
-    try:
-        index = write_outputs(suite, state.settings.report_dir)
-        state.report = f"report {_show(config, index)}, junit " \
-            f"{_show(config, state.settings.report_dir / 'junit.xml')}"
-    except Exception as exc:  # the tests ran; a report that cannot be written says why
-        state.report = f"could not write the report to {state.settings.report_dir}: " \
-            f"{type(exc).__name__}: {exc}"
+    from harness.suite import write_guarded
+
+    report_dir = state.settings.report_dir
+    written = write_guarded(suite, report_dir)
+    if written.output_error is not None:
+        # The tests ran; the evidence could not be written: could not judge, one line.
+        state.report = f"could not judge: {written.output_error}"
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = 3
+    else:
+        state.report = (f"report {_show(config, report_dir / 'index.html')}, junit "
+                        f"{_show(config, report_dir / 'junit.xml')}")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -704,41 +754,11 @@ class _XdistHooks:
         output = getattr(node, "workeroutput", None) or {}
         if state is None or _WORKER_RUNS not in output:
             return
+        from harness.outcome import RunOutcome
+
         data = json.loads(output[_WORKER_RUNS])
-        state.runs.extend(_from_json(r) for r in data["runs"])
-        state.shrunk.extend(_from_json(r) for r in data["shrunk"])
-
-
-def _to_json(outcome: RunOutcome) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(outcome)
-
-
-def _from_json(data: dict[str, Any]) -> RunOutcome:
-    from dataclasses import fields
-
-    from harness.checkers.base import Result, Violation
-    from harness.outcome import RunOutcome, SkippedStep
-
-    known = {f.name for f in fields(RunOutcome)}
-    values = {k: v for k, v in data.items() if k in known}
-    values["results"] = tuple(
-        Result(r["checker"], r["valid"],
-               tuple(Violation(v["message"], tuple(v["records"])) for v in r["violations"]),
-               r["reached"], r["note"], dict(r["stats"]))
-        for r in data["results"])
-    values["skipped_faults"] = tuple(data.get("skipped_faults", ()))
-    values["skipped_steps"] = tuple(SkippedStep(**skip) for skip in data.get("skipped_steps", ()))
-    values["unclaimed"] = tuple(
-        Result(r["checker"], r["valid"],
-               tuple(Violation(v["message"], tuple(v["records"])) for v in r["violations"]),
-               r["reached"], r["note"], dict(r["stats"]))
-        for r in data.get("unclaimed", ()))
-    values["step_notes"] = tuple(data.get("step_notes", ()))
-    values["expected_failures"] = tuple(data.get("expected_failures", ()))
-    values["alive"] = tuple((float(t), int(n)) for t, n in data.get("alive", ()))
-    return RunOutcome(**values)
+        state.runs.extend(RunOutcome.from_json(r) for r in data["runs"])
+        state.shrunk.extend(RunOutcome.from_json(r) for r in data["shrunk"])
 
 
 # ---------------------------------------------------------------------------- collection
@@ -835,11 +855,11 @@ class ScenarioItem(_ChaosItem):
         return (self.schedule.path or self.path), None, f"{SUITE_NODE}: {self.spec} {self.name}"
 
     def runtest(self) -> None:
-        from harness.runner import run_schedule
+        from harness.jobs import run_one
 
         adapter = self.adapter()
-        with _virtual_wall_clock(adapter):
-            outcome = run_schedule(adapter, self.schedule, self.state.options(self.spec))
+        outcome = run_one(self.state.pool(), adapter, self.spec, self.schedule,
+                          self.state.options(self.spec))
         self.state.runs.append(outcome)
         if outcome.failed or outcome.unknown:
             raise ChaosFailure(_scenario_failure(outcome, self.schedule))
@@ -858,7 +878,7 @@ class InvariantItem(_ChaosItem):
 
     def runtest(self) -> None:
         from harness.fanout import explore_fanned
-        from harness.runner import run_schedule
+        from harness.jobs import run_one
 
         adapter = self.adapter()
         if self.invariant not in self.state.claimed(self.spec):
@@ -870,14 +890,15 @@ class InvariantItem(_ChaosItem):
         options = self.state.options(self.spec)
         # As `durable-chaos run`: seed-derived batches, the same schedules for any number of
         # workers; outside the frozen clock, since the parent waits on workers in real time.
+        pool = self.state.pool()
         found = explore_fanned(adapter, self.spec, settings.schedules, seed,
                                replace(options, report_dir=None), workers=settings.workers,
-                               invariant=self.invariant)
-        with _virtual_wall_clock(adapter):
-            # Saved under a name of this item's own: every item's shrinking restarts the
-            # names at "shrunk-generated-0", and the report keeps one directory per name.
-            minimal = [run_schedule(adapter, _renamed(m, f"{self.invariant}-{m.name}"),
-                                    options) for m in found.shrunk]
+                               invariant=self.invariant, pool=pool)
+        # Named after this item: every item's shrinking restarts the names at
+        # "shrunk-generated-0".
+        minimal = [run_one(pool, adapter, self.spec,
+                           _renamed(m, f"{self.invariant}-{m.name}"), options)
+                   for m in found.shrunk]
         self.state.runs.extend(found.runs)
         self.state.shrunk.extend(minimal)
         if minimal:
@@ -899,19 +920,6 @@ def _renamed(outcome: RunOutcome, name: str) -> Schedule:
 
     schedule = parse_scenario(tomllib.loads(outcome.schedule_toml), "<shrunk>", name)
     return replace(schedule, name=name, source="generated", path=None)
-
-
-def _virtual_wall_clock(adapter: Adapter) -> Any:
-    # One freezer per item: starting freezegun costs more than a whole simulated schedule,
-    # and leaving it on for the session would freeze the project's own tests. Only on the
-    # simulator: a real engine's adapter waits on time.monotonic(), which a freezer stops.
-    from contextlib import nullcontext
-
-    from harness.clock import VirtualClock, wall_clock_follows
-
-    if adapter.engine != "sim":
-        return nullcontext()
-    return wall_clock_follows(VirtualClock())
 
 
 def _scenario_failure(outcome: RunOutcome, schedule: Schedule) -> str:
@@ -947,7 +955,7 @@ def _generated_failure(item: InvariantItem, minimal: RunOutcome, seed: int,
                 f"fail again when replayed ({result.outcome if result else 'not checked'})")
     others = sorted(r.checker for r in minimal.results
                     if r.valid is False and r.checker != item.invariant)
-    steps = sum(1 for line in minimal.schedule_toml.splitlines() if line == "[[step]]")
+    steps = minimal.steps
     lines = [head]
     if others:
         lines.append(f"(this schedule also breaks: {', '.join(others)})")

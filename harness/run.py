@@ -18,7 +18,7 @@ The lifecycle of one run (`run_schedule`), written once:
 from __future__ import annotations
 
 import math
-import re
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -38,12 +38,14 @@ from harness.adapters.base import not_a_runtime
 from harness.checkers import ALL
 from harness.checkers.base import CheckConfig, Checker, Result, run_checkers
 from harness.clock import wall_clock_follows
-from harness.errors import AdapterUnavailable, RunTimeout
+from harness.errors import AdapterUnavailable, OutputUnwritable, RunTimeout
+from harness.evidence import claim_run_dir, slug, write_text
 from harness.history import History, Record, fmt_duration
 from harness.outcome import RunOutcome, SkippedStep
 from harness.scaling import real_seconds
 from harness.schedules.model import FAULT_ACTIONS, Schedule, Step
 from harness.sim import Simulator
+from harness.supervisor import beat
 from harness.watchdog import Watchdog
 
 # freezegun replaces module attributes that are the real time functions; one kept inside a
@@ -99,8 +101,14 @@ def horizon_of(schedule: Schedule, config: CheckConfig) -> float:
     return last + config.max_wait + config.hand_off_after + 3600.0
 
 
+# Real seconds the threads a runtime started get to end after its close().
+THREAD_GRACE = 1.0
+
+
 def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> RunOutcome:
     """Run one schedule; see the module docstring for the lifecycle."""
+    beat()  # a supervising parent counts the runs started: which one a lost worker held
+    threads_before = {t.ident for t in threading.enumerate()}
     history = History(wall=None if adapter.engine == "sim" else real_seconds())
     started = wall()
     skipped: list[SkippedStep] = []
@@ -164,7 +172,7 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
             error = f"open() failed: {error}"
         history.add("run.error", data={"error": error})
     closing = _close(runtime, limit)
-    error = error or closing
+    error = error or closing or _threads_left(threads_before)
     elapsed = wall() - started
     if error is None:
         judged = tuple(run_checkers(options.checkers, history, check_config))
@@ -199,8 +207,49 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         step_notes=tuple(notes),
         skipped_steps=tuple(skipped),
         unclaimed=tuple(r for r in judged if r.checker not in claimed),
+        steps=len(schedule.steps),
     )
     return _save(outcome, schedule, history, options)
+
+
+def _threads_left(before: set[int | None]) -> str | None:
+    """Why the run is unknown when its runtime left threads running after close() (a pump,
+    an executor never shut down: they act on after the run, on the next run's world), or
+    None. They get `THREAD_GRACE` to end first."""
+    def left() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.ident not in before and not t.daemon
+                and t.is_alive() and t is not threading.current_thread()]
+
+    threads = left()
+    give_up = wall() + THREAD_GRACE
+    for thread in threads:
+        thread.join(max(0.0, give_up - wall()))
+    threads = left()
+    if not threads:
+        return None
+    names = ", ".join(sorted(t.name for t in threads))
+    return (f"the runtime left {len(threads)} thread(s) running after close() ({names}); "
+            "stop them in close()")
+
+
+def lost_outcome(adapter: Adapter, spec: str, schedule: Schedule, options: RunOptions,
+                 why: str) -> RunOutcome:
+    """The outcome of a run whose worker process was lost (see harness.supervisor): unknown,
+    saying why, with its schedule saved for a replay when the report keeps histories."""
+    history = History()
+    history.add("run.error", data={"error": why})
+    claimed = set(claimed_invariants(adapter, options.invariants, _known(options.checkers)))
+    outcome = RunOutcome(
+        name=schedule.name, adapter=adapter.name, seed=schedule.seed, source=schedule.source,
+        results=tuple(Result(c.name, None, reached=False, note=f"adapter crashed: {why}")
+                      for c in options.checkers if c.name in claimed),
+        schedule_toml=schedule.to_toml(),
+        replay_command=_replay(spec, schedule.path, schedule, options.run_timeout,
+                               options.invariants),
+        error=why, expected=_expected(schedule),
+        expected_failures=tuple(k for k, v in schedule.expect if v == "fails"),
+        steps=len(schedule.steps))
+    return _save(outcome, schedule, history, replace(options, save_history=True))
 
 
 def _injected(schedule: Schedule, skipped: Sequence[SkippedStep]) -> dict[str, int]:
@@ -450,8 +499,7 @@ def _expected(schedule: Schedule) -> str | None:
 
 
 def _slug(text: str) -> str:
-    # At most 100 characters: a directory name has a limit (255 bytes on most filesystems).
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:100] or "run"
+    return slug(text)
 
 
 def _save(outcome: RunOutcome, schedule: Schedule, history: History,
@@ -465,11 +513,14 @@ def _save(outcome: RunOutcome, schedule: Schedule, history: History,
         return outcome
     if not (schedule.source == "scenario" or outcome.failed or outcome.unknown):
         return outcome
-    run_dir = options.report_dir / "runs" / _slug(outcome.adapter) / _slug(schedule.name)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    history_path = history.save(run_dir / "history.jsonl")
+    run_dir = claim_run_dir(options.report_dir, outcome.adapter, schedule.name)
+    try:
+        history_path = history.save(run_dir / "history.jsonl")
+    except OSError as exc:
+        raise OutputUnwritable(str(run_dir / "history.jsonl"), exc.strerror or str(exc)) \
+            from None
     schedule_path = run_dir / "schedule.toml"
-    schedule_path.write_text(schedule.to_toml(), encoding="utf-8")
+    write_text(schedule_path, schedule.to_toml())
     replay_from = schedule.path if schedule.source == "scenario" and schedule.path else None
     return replace(outcome, history_path=str(history_path),
                    replay_command=_replay(spec, replay_from or str(schedule_path), schedule,
