@@ -133,3 +133,34 @@ def run_one(pool: Pool, adapter: Adapter, spec: str, schedule: Schedule,
     found: list[RunOutcome] = []
     dispatch_runs(pool, adapter, spec, [schedule], options, found.append)
     return found[0]
+
+
+def probe_job(spec: str, invariants: tuple[str, ...] | None) -> None:
+    """Load the adapter and check it can run here (`preflight`, its claims)."""
+    from harness.adapters import preflight
+    from harness.adapters.base import claimed_invariants
+    from harness.checkers import ALL
+
+    adapter = worker_adapter(spec)
+    preflight(spec, adapter)
+    claimed_invariants(adapter, invariants, [c.name for c in ALL])
+
+
+def probe_adapters(specs: Sequence[str], invariants: tuple[str, ...] | None) -> None:
+    """Load and check each adapter in a worker first: a module or constructor that ends its
+    process (os._exit at import) ends a worker, not the command; a `UsageError` says why
+    (exit 2), as any adapter that does not load."""
+    from harness.errors import UsageError
+    from harness.supervisor import pool_of
+
+    with pool_of(1) as pool:
+        for spec in specs:
+            event = pool.run(probe_job, spec, invariants)
+            if event.kind == "lost":
+                raise UsageError(f"adapter {spec!r}: loading it ended its process "
+                                 f"({event.payload}); fix the module or its factory")
+            if event.kind == "raised":
+                kind, detail = event.payload
+                if kind == "usage":
+                    raise UsageError(detail)
+                raise UsageError(f"adapter {spec!r} failed to load: {detail}")

@@ -461,6 +461,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
     adapter_where = _Source(config, "--chaos-adapter", "chaos_adapter").value()[1]
     adapters: dict[str, Adapter] = {}
+    if getattr(config, "workerinput", None) is None:
+        from harness.jobs import probe_adapters
+
+        try:
+            # In a worker first: an adapter module that ends its process ends that worker.
+            probe_adapters(settings.adapters, settings.invariants)
+        except UsageError as exc:
+            raise pytest.UsageError(f"{adapter_where}: {_one_line(str(exc))}") from None
     for spec in settings.adapters:
         try:
             adapters[spec] = load_adapter(spec)

@@ -17,7 +17,10 @@ The lifecycle of one run (`run_schedule`), written once:
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -45,7 +48,7 @@ from harness.outcome import RunOutcome, SkippedStep
 from harness.scaling import real_seconds
 from harness.schedules.model import FAULT_ACTIONS, Schedule, Step
 from harness.sim import Simulator
-from harness.supervisor import beat
+from harness.supervisor import beat, guard, in_worker
 from harness.watchdog import Watchdog
 
 # freezegun replaces module attributes that are the real time functions; one kept inside a
@@ -109,6 +112,7 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
     """Run one schedule; see the module docstring for the lifecycle."""
     beat()  # a supervising parent counts the runs started: which one a lost worker held
     threads_before = {t.ident for t in threading.enumerate()}
+    children_before = _children()
     history = History(wall=None if adapter.engine == "sim" else real_seconds())
     started = wall()
     skipped: list[SkippedStep] = []
@@ -172,7 +176,8 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
             error = f"open() failed: {error}"
         history.add("run.error", data={"error": error})
     closing = _close(runtime, limit)
-    error = error or closing or _threads_left(threads_before)
+    error = error or closing or _threads_left(threads_before) or \
+        _processes_left(children_before)
     elapsed = wall() - started
     if error is None:
         judged = tuple(run_checkers(options.checkers, history, check_config))
@@ -230,6 +235,55 @@ def _threads_left(before: set[int | None]) -> str | None:
     names = ", ".join(sorted(t.name for t in threads))
     return (f"the runtime left {len(threads)} thread(s) running after close() ({names}); "
             "stop them in close()")
+
+
+def _children() -> set[int]:
+    """This process's live child processes (Linux; elsewhere none are known)."""
+    import glob
+
+    found: set[int] = set()
+    for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        try:
+            with open(path, encoding="ascii") as handle:
+                found.update(int(pid) for pid in handle.read().split())
+        except (OSError, ValueError):
+            continue
+    return {pid for pid in found if not _zombie(pid)}
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    if state == "Z":
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+        return True
+    return False
+
+
+def _processes_left(before: set[int]) -> str | None:
+    """Why the run is unknown when its runtime left child processes running after close()
+    (a fork that went on, a server never stopped), or None; they are killed. Only in a
+    supervised worker: a user's own test that opens a runtime is its own business."""
+    if not in_worker():
+        return None
+    give_up = wall() + THREAD_GRACE
+    left = _children() - before
+    while left and wall() < give_up:
+        time.sleep(0.05)
+        left = _children() - before
+    if not left:
+        return None
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, 0)
+    return (f"the runtime left {len(left)} process(es) running after close() (a fork, or a "
+            "server it started); they were killed: stop them in close()")
 
 
 def lost_outcome(adapter: Adapter, spec: str, schedule: Schedule, options: RunOptions,
@@ -506,6 +560,7 @@ def _save(outcome: RunOutcome, schedule: Schedule, history: History,
           options: RunOptions) -> RunOutcome:
     """The outcome, with its history and schedule saved when the report keeps them (a
     scenario's run, a failing or unknown one) and the replay command that names them."""
+    guard()  # a process the adapter forked, running on in harness code, writes nothing
     spec = options.adapter_spec
     timeout = options.run_timeout
     invariants = options.invariants

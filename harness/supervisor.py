@@ -69,6 +69,13 @@ def in_worker() -> bool:
     return _link is not None and _link[1] == os.getpid()
 
 
+def guard() -> None:
+    """End a process the adapter forked from a worker that runs on in harness code (it
+    would write the worker's evidence twice, or answer for it)."""
+    if _link is not None and os.getpid() != _link[1]:
+        os._exit(0)
+
+
 def beat(payload: Any = None) -> None:
     """Tell the parent this worker is alive (and what it did); a no-op outside a worker."""
     if _link is None:
@@ -132,6 +139,10 @@ def _stop(signum: int, frame: object) -> None:
 def _loop(conn: Connection, parent: int) -> None:
     global _link
     _die_with_parent(parent)
+    # A process group of its own: an adapter that signals its group (os.killpg(0, ...))
+    # reaches its worker, never the parent that judges; the parent ends the whole group.
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # SIGTERM (the parent stopping the suite, or a CI job cancelled) stops the run like
     # Ctrl-C does in one process: its runtime is closed (a real engine's servers stopped),
@@ -183,6 +194,10 @@ class _Worker:
         return self.key is not None
 
     def kill(self) -> None:
+        pid = self.process.pid
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)  # the worker and what it forked
         with contextlib.suppress(ProcessLookupError, OSError, AttributeError, ValueError):
             self.process.kill()
         self.process.join(5)
@@ -359,10 +374,7 @@ class Pool:
                 worker.conn.send(None)
         for worker in self._workers:
             worker.process.join(2)
-            if worker.process.is_alive():
-                worker.kill()
-            with contextlib.suppress(OSError):
-                worker.conn.close()
+            worker.kill()  # it has ended; what it forked and left has not, maybe
         self._workers.clear()
 
     def pids(self) -> list[int]:
