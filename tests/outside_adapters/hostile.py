@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 import time
 from dataclasses import dataclass
