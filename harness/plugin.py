@@ -456,7 +456,7 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = _resolve(config)
     if settings is None:
         return
-    from harness.adapters import load_adapter, preflight
+    from harness.adapters import load_adapter
     from harness.errors import UsageError
 
     adapter_where = _Source(config, "--chaos-adapter", "chaos_adapter").value()[1]
@@ -471,10 +471,9 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"{adapter_where}: {_one_line(str(exc))}") from None
     for spec in settings.adapters:
         try:
+            # Checked by the probe (preflight: a missing component is a configuration
+            # error, found before any item runs; its claims), in a worker.
             adapters[spec] = load_adapter(spec)
-            # A missing component is a configuration error, found before any item runs.
-            preflight(spec, adapters[spec])
-            _claims_checked(adapters[spec], settings.invariants)
         except UsageError as exc:
             # One line, as every usage error: an adapter's own message may have several.
             raise pytest.UsageError(f"{adapter_where}: {_one_line(str(exc))}") from None
@@ -541,14 +540,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         except ValueError:  # pragma: no cover - configured on the main thread
             pass
         state.previous_sigterm = None
-
-
-def _claims_checked(adapter: Adapter, invariants: tuple[str, ...] | None) -> None:
-    """An adapter's `claims` name known invariants (a UsageError naming the nearest)."""
-    from harness.adapters.base import claimed_invariants
-    from harness.checkers import ALL
-
-    claimed_invariants(adapter, invariants, [c.name for c in ALL])
 
 
 def _close_pool(state: ChaosState, abort: bool = False) -> None:
