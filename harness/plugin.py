@@ -62,7 +62,6 @@ MARKER = "chaos"
 DEFAULT_SCHEDULES = 25
 CACHE_KEY = "durable-chaos/seed"
 _WORKER_SEED = "durable_chaos_seed"
-_WORKER_RUNS = "durable_chaos_runs"
 
 
 # ---------------------------------------------------------------------------- options
@@ -193,6 +192,25 @@ class ChaosState:
 
         return claimed_invariants(self.adapters[spec], self.settings.invariants,
                                   [c.name for c in ALL])
+
+    # Under xdist, where a worker spools each finished run (`record`) for the controller.
+    spool: Path | None = None
+
+    def record(self, runs: Sequence[RunOutcome], shrunk: Sequence[RunOutcome] = ()) -> None:
+        """Keep finished runs for the report. An xdist worker also appends them to its spool
+        file in the report directory at once: a SIGTERM or Ctrl-C that ends the session, or
+        a worker killed, still leaves every finished run to the controller's report."""
+        self.runs.extend(runs)
+        self.shrunk.extend(shrunk)
+        if self.spool is None:
+            return
+        lines = [json.dumps({"shrunk": False, "run": r.to_json()}) for r in runs]
+        lines += [json.dumps({"shrunk": True, "run": r.to_json()}) for r in shrunk]
+        try:
+            with open(self.spool, "a", encoding="utf-8") as handle:
+                handle.write("".join(line + "\n" for line in lines))
+        except OSError:
+            pass  # the controller reports what it finds; the report says incomplete
 
     def pool(self) -> Pool:
         """The session's supervised worker processes (harness.supervisor): every collected
@@ -492,6 +510,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = ChaosState(settings, adapters, scenarios,
                                      not_selected=_not_selected(config, settings))
     _lock_report_dir(config, config.stash[STATE])
+    config.stash[STATE].spool = _spool_of(config, settings.report_dir)
     config.addinivalue_line("markers", f"{MARKER}: an item of the durable-chaos suite")
     _stop_on_sigterm(config.stash[STATE])
     if config.pluginmanager.hasplugin("xdist"):
@@ -566,6 +585,8 @@ def _lock_report_dir(config: pytest.Config, state: ChaosState) -> None:
         raise pytest.UsageError(str(exc)) from None
     state.lock = lock
     fresh_runs_dir(report_dir)
+    for stale in report_dir.glob(SPOOL_GLOB):  # a killed session's
+        stale.unlink(missing_ok=True)
 
 
 def _not_selected(config: pytest.Config, settings: ChaosSettings) -> str | None:
@@ -687,12 +708,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = 128 + signal.SIGTERM
     if state is None or state.settings.report_dir is None:
         return
-    workeroutput = getattr(config, "workeroutput", None)
-    if workeroutput is not None:
-        workeroutput[_WORKER_RUNS] = json.dumps(
-            {"runs": [r.to_json() for r in state.runs],
-             "shrunk": [r.to_json() for r in state.shrunk]})
-        return
+    if getattr(config, "workerinput", None) is not None:
+        return  # its runs are in its spool file, for the controller
+    _read_spools(state)
     from harness.outcome import SuiteOutcome
     from harness.runner import environment
     from harness.schedules.library import describe_sets
@@ -748,16 +766,39 @@ class _XdistHooks:
         if state is not None:
             node.workerinput[_WORKER_SEED] = state.settings.seed
 
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        state = chaos_state(self.config)
-        output = getattr(node, "workeroutput", None) or {}
-        if state is None or _WORKER_RUNS not in output:
-            return
-        from harness.outcome import RunOutcome
 
-        data = json.loads(output[_WORKER_RUNS])
-        state.runs.extend(RunOutcome.from_json(r) for r in data["runs"])
-        state.shrunk.extend(RunOutcome.from_json(r) for r in data["shrunk"])
+
+SPOOL_GLOB = ".xdist-runs-*.jsonl"
+
+
+def _spool_of(config: pytest.Config, report_dir: Path | None) -> Path | None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or report_dir is None:
+        return None
+    return report_dir / f".xdist-runs-{workerinput.get('workerid', os.getpid())}.jsonl"
+
+
+def _read_spools(state: ChaosState) -> None:
+    """The xdist workers' finished runs, from their spool files (removed once read); a line
+    cut short by a kill is skipped."""
+    from harness.outcome import RunOutcome
+
+    report_dir = state.settings.report_dir
+    if report_dir is None:
+        return
+    for spool in sorted(report_dir.glob(SPOOL_GLOB)):
+        try:
+            lines = spool.read_text(encoding="utf-8").splitlines()
+            spool.unlink()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                data = json.loads(line)
+                outcome = RunOutcome.from_json(data["run"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            (state.shrunk if data.get("shrunk") else state.runs).append(outcome)
 
 
 # ---------------------------------------------------------------------------- collection
@@ -859,7 +900,7 @@ class ScenarioItem(_ChaosItem):
         adapter = self.adapter()
         outcome = run_one(self.state.pool(), adapter, self.spec, self.schedule,
                           self.state.options(self.spec))
-        self.state.runs.append(outcome)
+        self.state.record([outcome])
         if outcome.failed or outcome.unknown:
             raise ChaosFailure(_scenario_failure(outcome, self.schedule))
         if outcome.expected_violations:
@@ -898,8 +939,7 @@ class InvariantItem(_ChaosItem):
         minimal = [run_one(pool, adapter, self.spec,
                            _renamed(m, f"{self.invariant}-{m.name}"), options)
                    for m in found.shrunk]
-        self.state.runs.extend(found.runs)
-        self.state.shrunk.extend(minimal)
+        self.state.record(found.runs, minimal)
         if minimal:
             raise ChaosFailure(_generated_failure(self, minimal[0], seed, found.examples))
         crashed = [r for r in found.runs if r.error is not None]

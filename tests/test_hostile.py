@@ -739,3 +739,51 @@ def test_the_plugin_refuses_an_adapter_module_that_ends_its_process_at_import(
                                           "--chaos-adapter=dies:ADAPTER")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "loading it ended its process" in result.stderr.str()
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 2)])
+def test_under_xdist_a_signal_still_reports_every_run_finished_on_every_worker(
+        signum: int, status: int, tmp_path: Path) -> None:
+    """Two xdist workers run the 21 built-in scenarios, then generated items that would run
+    for hours; once every scenario run finished (each worker spools its runs as they end),
+    the signal goes to the whole session: the report holds all 21, marked incomplete."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    report = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+         "-n", "2", "--dist", "load", "--chaos-adapter=reference",
+         "--chaos-scenarios=builtin", "--chaos-schedules=100000000", "--chaos-seed=1",
+         f"--chaos-report={report}", "-q"], cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        give_up = time.monotonic() + 180
+        while True:
+            spooled = sum(len(p.read_text().splitlines())
+                          for p in report.glob(".xdist-runs-*.jsonl")) if report.is_dir() else 0
+            if spooled >= 21:
+                break
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            assert time.monotonic() < give_up, f"only {spooled} runs spooled"
+            time.sleep(0.1)
+        workers = {p.name for p in report.glob(".xdist-runs-*.jsonl")}
+        assert len(workers) == 2, workers  # both workers finished runs
+        os.killpg(proc.pid, signum)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    _none_left(proc.pid)
+    assert proc.returncode == status, out[-3000:]
+    junit = (report / "junit.xml").read_text(encoding="utf-8")
+    assert 'name="complete" value="false"' in junit
+    from harness.schedules.library import default_sources
+
+    names = [path.stem for path in default_sources(Path("/nonexistent"))[0].files]
+    assert len(names) == 21
+    page = (report / "index.html").read_text(encoding="utf-8")
+    for stem in names:
+        name = stem.split("-", 1)[1]
+        assert name in page, name
+    assert not list(report.glob(".xdist-runs-*.jsonl"))
