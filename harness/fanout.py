@@ -153,8 +153,8 @@ class Local:
     A worker lost in the middle of a batch (the adapter ended its process, a kill, out of
     memory) loses only the run it held: that run is unknown, saying why, and the runs of the
     batch before it are run again on a fresh worker (same seed, same schedules), so the
-    search goes on. Each run tells the parent it started (`beat`), which is how the parent
-    knows which one a lost worker held.
+    search goes on. Each run counts its start (`beat`), which is how the parent knows which
+    one a lost worker held.
     """
 
     # A batch whose worker is lost before its first run starts is sent again this often.
@@ -166,13 +166,11 @@ class Local:
         self._adapter, self._spec, self._options = adapter, spec, options
         self._silence = silence_for(run_timeout(adapter, options))
         self._jobs: dict[int, BatchJob] = {}
-        self._started: dict[int, int] = {}
         self._retries: dict[int, int] = {}
         self._lost: dict[int, RunOutcome] = {}
 
     def submit(self, job: BatchJob) -> None:
         self._jobs[job.index] = job
-        self._started[job.index] = 0
         self._pool.submit(("batch", job.index), run_batch, job, silence=self._silence)
 
     def next_result(self) -> BatchResult:
@@ -181,13 +179,10 @@ class Local:
             if event is None:
                 continue
             index = event.key[1]
-            if event.kind == "beat":
-                self._started[index] += 1
-                continue
             if event.kind == "raised":
                 raise_for(event)
             job = self._jobs.pop(index)
-            started = self._started.pop(index)
+            started = event.beats
             if event.kind == "done":
                 result: BatchResult = event.payload
                 lost = self._lost.pop(index, None)

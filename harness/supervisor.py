@@ -11,8 +11,10 @@ The lifecycle of one job, written once:
 1. `submit` sends a picklable job (a module-level function and its arguments) to an idle
    worker over its pipe. Workers are forked once per pool and kept across jobs: a fork costs
    a few milliseconds, a simulated run about one.
-2. The worker sends `beat`s while it works (`beat()`: a run started, a run finished) and then
-   `done` with the result, or `raised` with the harness error it raised.
+2. The worker counts a `beat()` at the start of every run, in memory it shares with the
+   parent (a run takes about a millisecond: a message per run woke the parent a thousand
+   times a second), and then sends `done` with the result, or `raised` with the harness
+   error it raised.
 3. The parent waits on every pipe and every worker's sentinel at once (`next_event`), with a
    short timeout so that Ctrl-C and the time budget are seen within a fraction of a second.
    A worker whose sentinel fires before `done` is `lost`; one silent for longer than its job's
@@ -63,6 +65,7 @@ _REAL = {"monotonic": time.monotonic}
 # In a worker: the pipe to the parent and the worker's own pid (a process the adapter forks
 # shares the pipe, and must never write to it).
 _link: tuple[Connection, int] | None = None
+_beats: Any = None  # the worker's shared counter of runs started
 
 
 def in_worker() -> bool:
@@ -76,14 +79,14 @@ def guard() -> None:
         os._exit(0)
 
 
-def beat(payload: Any = None) -> None:
-    """Tell the parent this worker is alive (and what it did); a no-op outside a worker."""
+def beat() -> None:
+    """Tell the parent this worker started a run (it is alive, and which run a lost worker
+    held); a no-op outside a worker."""
     if _link is None:
         return
-    conn, me = _link
-    if os.getpid() != me:  # a process the adapter forked, running on in harness code
+    if os.getpid() != _link[1]:  # a process the adapter forked, running on in harness code
         os._exit(0)
-    conn.send(("beat", payload))
+    _beats.value += 1
 
 
 def silence_for(limit: float | None) -> float | None:
@@ -95,13 +98,14 @@ def silence_for(limit: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class Event:
-    """What a worker did: `beat` (payload), `done` (payload: the result), `raised` (payload:
-    (kind, detail): "usage" and a message, "output" and (path, problem), "error" and a
-    message) or `lost` (payload: why, one line)."""
+    """What a worker did: `done` (payload: the result), `raised` (payload: (kind, detail):
+    "usage" and a message, "output" and (path, problem), "error" and a message) or `lost`
+    (payload: why, one line). `beats`: the runs the job started (`beat`)."""
 
     key: Any
     kind: str
     payload: Any
+    beats: int = 0
 
 
 def _die_with_parent(parent: int) -> None:
@@ -120,7 +124,9 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _serve(conn: Connection, parent: int) -> None:
+def _serve(conn: Connection, parent: int, beats: Any) -> None:
+    global _beats
+    _beats = beats
     try:
         _loop(conn, parent)
     except BaseException:  # SIGTERM while idle, or the pipe gone: nothing to say
@@ -180,7 +186,11 @@ def _loop(conn: Connection, parent: int) -> None:
 class _Worker:
     def __init__(self, context: Any) -> None:
         parent_end, child_end = context.Pipe()
-        self.process = context.Process(target=_serve, args=(child_end, os.getpid()),
+        self.beats = context.RawValue("q", 0)
+        self.seen = 0  # `beats` when the parent last looked
+        self.base = 0  # `beats` when the job was sent
+        self.process = context.Process(target=_serve,
+                                       args=(child_end, os.getpid(), self.beats),
                                        name="durable-chaos-worker")
         self.process.start()
         child_end.close()
@@ -275,6 +285,7 @@ class Pool:
                 return
             key, fn, args, silence = self._queue.pop(0)
             idle.key, idle.silence, idle.heard = key, silence, _REAL["monotonic"]()
+            idle.base = idle.seen = idle.beats.value
             try:
                 idle.conn.send((fn, args))
             except (OSError, ValueError) as exc:
@@ -286,9 +297,10 @@ class Pool:
 
     def _lose(self, worker: _Worker, why: str) -> None:
         key = worker.key
+        beats = worker.beats.value - worker.base
         worker.kill()
         self._workers.remove(worker)
-        self._events.append(Event(key, "lost", why))
+        self._events.append(Event(key, "lost", why, beats))
 
     def next_event(self, timeout: float | None = None) -> Event | None:
         """The next event of a submitted job; None when `timeout` passed without one (or
@@ -314,6 +326,8 @@ class Pool:
                     self._lose(worker, _why(worker.process))
             now = _REAL["monotonic"]()
             for worker in [w for w in self._workers if w.busy]:
+                if worker.beats.value != worker.seen:
+                    worker.seen, worker.heard = worker.beats.value, now
                 if worker.silence is not None and now - worker.heard > worker.silence:
                     self._lose(worker, f"the run did not end, and the worker running it did "
                                f"not answer for {worker.silence:g}s (the adapter blocks "
@@ -332,12 +346,11 @@ class Pool:
             self._lose(worker, f"the worker sent what cannot be read ({type(exc).__name__})")
             return
         worker.heard = _REAL["monotonic"]()
-        self._events.append(Event(worker.key, kind, payload))
-        if kind != "beat":
-            worker.key = None
+        self._events.append(Event(worker.key, kind, payload,
+                                  worker.beats.value - worker.base))
+        worker.key = None
 
-    def run(self, fn: Callable[..., Any], *args: Any, silence: float | None = None,
-            on_beat: Callable[[Any], None] | None = None) -> Event:
+    def run(self, fn: Callable[..., Any], *args: Any, silence: float | None = None) -> Event:
         """Run one job and wait for its end (`done`, `raised` or `lost`)."""
         key = object()
         self.submit(key, fn, *args, silence=silence)
@@ -347,10 +360,6 @@ class Pool:
                 raise DurableChaosError("a job vanished from the pool")
             if event.key is not key:
                 self._events.append(event)
-                continue
-            if event.kind == "beat":
-                if on_beat is not None:
-                    on_beat(event.payload)
                 continue
             return event
 
