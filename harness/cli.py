@@ -33,7 +33,7 @@ from harness.errors import (
     UsageError,
     WorkerLost,
 )
-from harness.outcome import RunOutcome, SuiteOutcome, printable
+from harness.outcome import RunOutcome, StepNote, SuiteOutcome, printable
 from harness.schedules.model import Schedule, parse_duration
 
 EPILOG = """\
@@ -311,13 +311,13 @@ def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
         # is worth a line with an example. A generated answer that finds no open card is the
         # generator's timing, hundreds per default run: counted apart, listed in the report.
         notes = [(r.name, note) for r in runs if r.source != "generated"
-                 for note in r.step_notes if " skipped: the runtime lacks " not in note]
+                 for note in r.notes if note.kind != "skipped"]
         if notes:
             kinds = _note_kinds(note for _, note in notes)
             lines.append(f"  steps not applied as written: {kinds}; e.g. {notes[0][0]}: "
-                         f"{notes[0][1]}")
-        generated = [note for r in runs if r.source == "generated" for note in r.step_notes
-                     if " skipped: the runtime lacks " not in note]
+                         f"{notes[0][1].text}")
+        generated = [note for r in runs if r.source == "generated" for note in r.notes
+                     if note.kind != "skipped"]
         if generated:
             lines.append(f"  generated steps not applied as written: {_note_kinds(generated)} "
                          "(random timing: a step can come when nothing is open to take it; "
@@ -396,12 +396,10 @@ def _invariants(value: str | None) -> tuple[str, ...] | None:
     return names
 
 
-def _note_kinds(notes: Iterable[str]) -> str:
+def _note_kinds(notes: Iterable[StepNote]) -> str:
     counts: dict[str, int] = {}
     for note in notes:
-        kind = ("late" if note.endswith(" late") else "skipped" if " skipped" in note
-                else "dropped" if " dropped" in note else "unknown session")
-        counts[kind] = counts.get(kind, 0) + 1
+        counts[note.kind] = counts.get(note.kind, 0) + 1
     return ", ".join(f"{n} {kind}" for kind, n in counts.items())
 
 

@@ -21,6 +21,17 @@ def printable(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class StepNote:
+    """A step not applied as written, as data: `kind` is "late", "skipped", "dropped" or
+    "unknown session"; `text` is the line a person reads (the summary counts by kind, never
+    by reading the text)."""
+
+    kind: str
+    step: int
+    text: str
+
+
+@dataclass(frozen=True)
 class SkippedStep:
     """A step of the schedule the runtime could not take, and the capability it lacks."""
 
@@ -61,6 +72,8 @@ class RunOutcome:
     # Steps applied late, dropped (an answer with no open card, an unknown session) or
     # skipped (a fault the runtime lacks the capability for), one line each.
     step_notes: tuple[str, ...] = ()
+    # The same notes as data, in the same order.
+    notes: tuple[StepNote, ...] = ()
     # Steps not applied because the runtime lacks what they need (one per step).
     skipped_steps: tuple[SkippedStep, ...] = ()
     # Invariants the adapter's design does not claim (its `claims`, or `--invariants`): still
@@ -100,6 +113,7 @@ class RunOutcome:
                                         for skip in data.get("skipped_steps", ()))
         values["unclaimed"] = tuple(result(r) for r in data.get("unclaimed", ()))
         values["step_notes"] = tuple(data.get("step_notes", ()))
+        values["notes"] = tuple(StepNote(**note) for note in data.get("notes", ()))
         values["expected_failures"] = tuple(data.get("expected_failures", ()))
         values["alive"] = tuple((float(t), int(n)) for t, n in data.get("alive", ()))
         return cls(**values)

@@ -348,6 +348,13 @@ def _workers(config: pytest.Config) -> int:
     if number < 1:
         raise pytest.UsageError(f"{where}: expected a number of worker processes >= 1, "
                                 f"got {raw!r}")
+    cores = os.cpu_count() or 1
+    if number > cores:
+        # More processes than cores only adds switching and memory (each holds a runtime).
+        config.issue_config_time_warning(pytest.PytestConfigWarning(
+            f"{where}: {number} is more than the {cores} core(s) here; using {cores}"),
+            stacklevel=2)
+        number = cores
     return number
 
 

@@ -44,7 +44,7 @@ from harness.clock import wall_clock_follows
 from harness.errors import AdapterUnavailable, OutputUnwritable, RunTimeout
 from harness.evidence import claim_run_dir, slug, write_text
 from harness.history import History, Record, fmt_duration
-from harness.outcome import RunOutcome, SkippedStep
+from harness.outcome import RunOutcome, SkippedStep, StepNote
 from harness.scaling import real_seconds
 from harness.schedules.model import FAULT_ACTIONS, Schedule, Step
 from harness.sim import Simulator
@@ -116,7 +116,7 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
     history = History(wall=None if adapter.engine == "sim" else real_seconds())
     started = wall()
     skipped: list[SkippedStep] = []
-    notes: list[str] = []
+    notes: list[StepNote] = []
     error: str | None = None
     runtime: Runtime | None = None
     opened = False
@@ -149,8 +149,9 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
                     now = _now(runtime, now)
                     late = now - step.at
                     if late > LATE_AFTER:
-                        notes.append(f"step {number} ({_step_label(step)}) applied "
-                                     f"{fmt_duration(late)} late")
+                        notes.append(StepNote("late", number, f"step {number} "
+                                              f"({_step_label(step)}) applied "
+                                              f"{fmt_duration(late)} late"))
                     _apply(runtime, step, history, skipped, messages, adapter.engine, notes,
                            number)
                 # Every engine's clock reads scenario time (a real one is virtual too).
@@ -209,7 +210,8 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         expected_failures=tuple(k for k, v in schedule.expect if v == "fails"),
         alive=_alive(summarised),
         opened=opened,
-        step_notes=tuple(notes),
+        step_notes=tuple(note.text for note in notes),
+        notes=tuple(notes),
         skipped_steps=tuple(skipped),
         unclaimed=tuple(r for r in judged if r.checker not in claimed),
         steps=len(schedule.steps),
@@ -388,7 +390,8 @@ def follow_wall_clock(runtime: Runtime, engine: str = "sim") -> Iterator[None]:
 
 
 def _apply(runtime: Runtime, step: Step, history: History, skipped: list[SkippedStep],
-           messages: dict[str, int], engine: str = "sim", notes: list[str] | None = None,
+           messages: dict[str, int], engine: str = "sim",
+           notes: list[StepNote] | None = None,
            number: int = 0) -> None:
     action = step.action
     notes = notes if notes is not None else []
@@ -397,8 +400,8 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
         # Not applied, and said so: a step the runtime cannot take must not read as a step
         # it took and survived.
         skipped.append(SkippedStep(number, action, step.at, lacks))
-        notes.append(f"step {number} ({_step_label(step)}) skipped: the runtime lacks "
-                     f"{lacks}")
+        notes.append(StepNote("skipped", number, f"step {number} ({_step_label(step)}) "
+                              f"skipped: the runtime lacks {lacks}"))
         history.add("step.skipped", "info", data={"step": number, "action": action,
                                                   "lacks": lacks})
         return
@@ -420,9 +423,10 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
             history.add(kind, "invoke", session=session)
             # The history keeps its words of before: same seed, same bytes.
             history.add(kind, "fail", session=session, data={"reason": "no open card"})
-            notes.append(f"step {number} ({_step_label(step)}) dropped: {reason}"
-                         + ("" if session in messages else
-                            " (no message was sent to it before)"))
+            notes.append(StepNote("dropped", number, f"step {number} ({_step_label(step)}) "
+                                  f"dropped: {reason}"
+                                  + ("" if session in messages else
+                                     " (no message was sent to it before)")))
             return
         card = cards[0]
         data = {"decision": step.get("decision")} if action == "answer" else {}
@@ -436,8 +440,9 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
     elif action == "cancel":
         session = step.get("session")
         if session not in messages:
-            notes.append(f"step {number} ({_step_label(step)}): unknown session (no "
-                         "message was sent to it before)")
+            notes.append(StepNote("unknown session", number, f"step {number} "
+                                  f"({_step_label(step)}): unknown session (no message was "
+                                  "sent to it before)"))
         history.add("op.cancel", "invoke", session=session)
         runtime.cancel(session)  # type: ignore[attr-defined]
         history.add("op.cancel", "ok", session=session)

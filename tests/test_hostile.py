@@ -787,3 +787,14 @@ def test_under_xdist_a_signal_still_reports_every_run_finished_on_every_worker(
         name = stem.split("-", 1)[1]
         assert name in page, name
     assert not list(report.glob(".xdist-runs-*.jsonl"))
+
+
+def test_the_plugin_caps_chaos_workers_at_the_cores_with_a_warning(
+        pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--chaos-adapter=reference",
+                                          "--chaos-scenarios=none", "--chaos-schedules=2",
+                                          "--chaos-workers=64", "-k", "busy")
+    cores = os.cpu_count() or 1
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([f"*--chaos-workers on the command line: 64 is more than the "
+                                 f"{cores} core(s) here; using {cores}*"])
