@@ -15,7 +15,6 @@ Exit status:
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
+from harness import settings
 from harness.errors import (
     ComponentUnavailable,
     DurableChaosError,
@@ -34,7 +34,7 @@ from harness.errors import (
     WorkerLost,
 )
 from harness.outcome import RunOutcome, StepNote, SuiteOutcome, printable
-from harness.schedules.model import Schedule, parse_duration
+from harness.schedules.model import Schedule
 
 EPILOG = """\
 examples:
@@ -183,11 +183,8 @@ def _fan_out(args: argparse.Namespace) -> tuple[int | None, str | None]:
     if workers == 0:
         raise UsageError("--workers: expected at least 1 worker, got 0")
     ray = getattr(args, "ray", None)
-    cores = os.cpu_count() or 1
-    if workers is not None and ray is None and workers > cores:
-        # More processes than cores only adds switching and memory (each holds a runtime).
-        _warn(f"--workers {workers} is more than the {cores} core(s) here; using {cores}")
-        workers = cores
+    if workers is not None and ray is None:
+        workers = settings.workers(workers, "--workers", _warn)
     if ray is not None and not ray.strip():
         raise UsageError("--ray: expected a Ray address such as 127.0.0.1:6379 or 'local'")
     if ray is not None and importlib.util.find_spec("ray") is None:
@@ -230,33 +227,10 @@ def _say(text: str) -> None:
         sys.stdout.flush()
 
 
-def _seconds(value: str, option: str) -> float:
-    """A positive, finite duration: '90', '1.5', '5m', '2h30m'."""
-    try:
-        number = float(value)
-    except ValueError:
-        try:
-            number = parse_duration(value)
-        except ValueError as exc:
-            raise UsageError(f"{option}: {exc}") from None
-    if not math.isfinite(number) or number <= 0:
-        raise UsageError(f"{option}: expected a positive duration such as 60 or 5m, got "
-                         f"{value!r}")
-    return number
-
-
 def _budget(value: str | None) -> float | None:
     # 0 is refused rather than read as "no budget" or "stop at once": both readings are
     # plausible, and leaving the option out already means no budget.
-    return None if value is None else _seconds(value, "--time-budget")
-
-
-def _run_timeout(value: str | None) -> float | None:
-    if value is None:
-        return None
-    if value.strip().lower() == "none":
-        return math.inf
-    return _seconds(value, "--run-timeout")
+    return None if value is None else settings.duration(value, "--time-budget")
 
 
 def _report_dir(value: str) -> Path:
@@ -264,19 +238,7 @@ def _report_dir(value: str) -> Path:
     if not value.strip():
         # Path("") is the current directory: the report would land among the user's files.
         raise UsageError("--report-dir: empty; give a directory such as reports")
-    path = Path(value)
-    option = f"--report-dir {value}"
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{option}: is a file, not a directory; give a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".durable-chaos-write-check"
-        probe.write_text("", encoding="utf-8")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"{option}: cannot write there ({exc.strerror or exc}); give a "
-                         "directory you can write to") from None
-    return path
+    return settings.report_directory(Path(value), f"--report-dir {value}")
 
 
 def load_scenarios(specs: Sequence[str] | None) -> list[Schedule]:
@@ -379,21 +341,6 @@ def _capability_lines(runs: Sequence[RunOutcome]) -> list[str]:
             lines.append(f"  {item.invariant} (not claimed) would fail in "
                          f"{item.would_fail} run(s), e.g. {item.example}")
     return lines
-
-
-def _invariants(value: str | None) -> tuple[str, ...] | None:
-    """`--invariants a,b`, each name checked (the nearest valid name if unknown)."""
-    if value is None:
-        return None
-    from harness.adapters.base import check_invariant_names
-    from harness.checkers import ALL
-
-    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
-    if not names:
-        raise UsageError("--invariants: expected a comma list of invariant names such as "
-                         f"{ALL[0].name},{ALL[1].name}")
-    check_invariant_names(names, [c.name for c in ALL], "--invariants")
-    return names
 
 
 def _note_kinds(notes: Iterable[StepNote]) -> str:
@@ -551,7 +498,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise UsageError(f"{option}: empty; give a value (see `durable-chaos --help`)")
     if getattr(args, "schedule", None) is not None and not args.schedule.strip():
         raise UsageError("replay: empty SCHEDULE.toml; give a schedule file")
-    run_timeout = _run_timeout(args.run_timeout)
+    run_timeout = settings.run_timeout(args.run_timeout, "--run-timeout")
     workers, ray = _fan_out(args)
     # Everything the user gave is checked before anything starts or is written: options,
     # scenario files, adapters (and what they need here), then the report directory.
@@ -581,7 +528,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             scenarios = []
             schedules = _int(args.schedules or "100", "--schedules")
             seed = _int(args.seed, "--seed")
-    invariants = _invariants(getattr(args, "invariants", None))
+    invariants = settings.invariant_names(getattr(args, "invariants", None), "--invariants")
     from harness.jobs import probe_adapters
 
     # Loaded and checked in a worker first (user code never ends this process), then here.

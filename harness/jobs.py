@@ -89,7 +89,8 @@ def contract_job(spec: str, limit: float | None) -> str | None:
 def dispatch_runs(pool: Pool, adapter: Adapter, spec: str, schedules: Sequence[Schedule],
                   options: RunOptions, record: Callable[[RunOutcome], None],
                   deadline: float | None = None) -> bool:
-    """Run `schedules` on the pool, at most two per worker in flight, and `record` each
+    """Run `schedules` on the pool, the first alone, then at most two per worker in flight,
+    and `record` each
     outcome in the order given (the report does not depend on which worker was faster).
     False when `deadline` (on `wall()`) stopped it before every schedule ran."""
     silence = silence_for(run_timeout(adapter, options))
@@ -98,7 +99,10 @@ def dispatch_runs(pool: Pool, adapter: Adapter, spec: str, schedules: Sequence[S
     complete = True
     try:
         while merged < len(schedules):
-            while submitted < len(schedules) and submitted - merged < 2 * pool.slots:
+            # The first run alone: an adapter that cannot open stops the suite there, before
+            # the others start (every one would fail the same way).
+            in_flight = 2 * pool.slots if merged else 1
+            while submitted < len(schedules) and submitted - merged < in_flight:
                 if deadline is not None and wall() > deadline:
                     complete = False
                     break

@@ -32,15 +32,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import random
 import signal
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -56,6 +55,7 @@ if TYPE_CHECKING:
 # The fixtures live in their own module; pytest imports it with this plugin.
 pytest_plugins = ["harness.fixtures"]
 
+_T = TypeVar("_T")
 GROUP = "durable-chaos"
 SUITE_NODE = "durable-chaos"
 MARKER = "chaos"
@@ -317,24 +317,19 @@ def _resolve(config: pytest.Config) -> ChaosSettings | None:
 
 def _invariants(config: pytest.Config) -> tuple[str, ...] | None:
     raw, where = _Source(config, "--chaos-invariants", "chaos_invariants").value()
-    if raw is None:
-        return None
-    from harness.adapters.base import check_invariant_names
-    from harness.checkers import ALL
+    from harness import settings
+
+    return _usage(settings.invariant_names, raw, where)
+
+
+def _usage(parse: Callable[[Any, str], _T], raw: Any, where: str) -> _T:
+    """`parse(raw, where)` (harness.settings), its usage error pytest's own."""
     from harness.errors import UsageError
 
-    items = raw if isinstance(raw, list) else [raw]
-    names = tuple(dict.fromkeys(n.strip() for item in items for n in str(item).split(",")
-                                if n.strip()))
-    known = [c.name for c in ALL]
-    if not names:
-        raise pytest.UsageError(f"{where}: expected a comma list of invariant names such as "
-                                f"{known[0]},{known[1]}")
     try:
-        check_invariant_names(names, known, where)
+        return parse(raw, where)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    return names
 
 
 def _workers(config: pytest.Config) -> int:
@@ -348,33 +343,19 @@ def _workers(config: pytest.Config) -> int:
     if number < 1:
         raise pytest.UsageError(f"{where}: expected a number of worker processes >= 1, "
                                 f"got {raw!r}")
-    cores = os.cpu_count() or 1
-    if number > cores:
-        # More processes than cores only adds switching and memory (each holds a runtime).
-        config.issue_config_time_warning(pytest.PytestConfigWarning(
-            f"{where}: {number} is more than the {cores} core(s) here; using {cores}"),
-            stacklevel=2)
-        number = cores
-    return number
+    from harness import settings
+
+    def warn(text: str) -> None:
+        config.issue_config_time_warning(pytest.PytestConfigWarning(text), stacklevel=2)
+
+    return settings.workers(number, where, warn)
 
 
 def _run_timeout(config: pytest.Config) -> float | None:
     raw, where = _Source(config, "--chaos-run-timeout", "chaos_run_timeout").value()
-    if raw is None:
-        return None
-    text = str(raw).strip()
-    if text.lower() == "none":
-        return math.inf
-    from harness.schedules.model import parse_duration
+    from harness import settings
 
-    try:
-        seconds = float(text) if text.replace(".", "", 1).isdigit() else parse_duration(text)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise pytest.UsageError(f"{where}: expected a positive duration such as 90 or 10m, "
-                                f"or 'none', got {raw!r}")
-    return seconds
+    return _usage(settings.run_timeout, None if raw is None else str(raw), where)
 
 
 def _schedules(config: pytest.Config) -> int:
@@ -431,28 +412,14 @@ def _path_option(config: pytest.Config, flag: str, ini: str) -> Path | None:
 
 
 def _report_dir(config: pytest.Config) -> Path | None:
-    """`--chaos-report`, created and checked now: found only at the end of the session, a
-    report that cannot be written would cost the whole run."""
+    """`--chaos-report`, created and checked now (harness.settings.report_directory)."""
     path = _path_option(config, "--chaos-report", "chaos_report")
     if path is None:
         return None
     _, where = _Source(config, "--chaos-report", "chaos_report").value()
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        what = "is a file" if existing == path else f"is under the file {existing}"
-        raise pytest.UsageError(f"{where}: {path} {what}, not a directory; give a directory")
-    try:
-        # Written to, not asked (os.access): root may write anywhere the kernel refuses.
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".durable-chaos-write-check"
-        probe.write_text("", encoding="utf-8")
-        probe.unlink()
-    except OSError as exc:
-        raise pytest.UsageError(f"{where}: cannot write to {path} ({exc.strerror or exc}); "
-                                "give a directory you can write to") from None
-    return path
+    from harness import settings
+
+    return _usage(settings.report_directory, path, where)
 
 
 def _scenarios_path(config: pytest.Config) -> Path | None:

@@ -386,7 +386,7 @@ def test_more_workers_than_cores_are_capped_with_a_warning(tmp_path: Path) -> No
                 "--report-dir", str(tmp_path / "r"), "--quiet"], tmp_path)
     assert done.code == 0, done.err
     cores = os.cpu_count() or 1
-    assert f"durable-chaos: warning: --workers 64 is more than the {cores} core(s) here; " \
+    assert f"durable-chaos: warning: --workers: 64 is more than the {cores} core(s) here; " \
            f"using {cores}" in done.err
 
 

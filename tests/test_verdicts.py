@@ -465,7 +465,7 @@ BAD_INPUT = [
                                                  + MESSAGE),
      "field 'name': contains control characters"),
     ("--report-dir is a file", _report_dir_file, "is a file, not a directory"),
-    ("--report-dir under a file", _report_dir_under_file, "cannot write there"),
+    ("--report-dir under a file", _report_dir_under_file, "is under the file"),
     ("--report-dir unwritable", _report_dir_unwritable, "cannot write there"),
     ("adapter module raises on import", _adapter_module("raise RuntimeError('no config')\n"),
      "raised RuntimeError: no config; fix the module"),
