@@ -484,6 +484,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = ChaosState(settings, adapters, scenarios,
                                      not_selected=_not_selected(config, settings))
     _lock_report_dir(config, config.stash[STATE])
+    if getattr(config, "workerinput", None) is None:
+        from harness.evidence import sweep_scratch
+
+        sweep_scratch()  # a killed session's scratch directories
     config.stash[STATE].spool = _spool_of(config, settings.report_dir)
     config.addinivalue_line("markers", f"{MARKER}: an item of the durable-chaos suite")
     _stop_on_sigterm(config.stash[STATE])
