@@ -15,7 +15,7 @@ RESTATE_SERVER_VERSION := $(call pin,RESTATE_SERVER)
 export GOBIN := $(TOOLS)/bin
 export GOFLAGS := -mod=mod
 
-.PHONY: all install tools restate toxiproxy chromium lint typecheck test test-fast run bench clean
+.PHONY: all install install-run tools restate toxiproxy chromium lint typecheck test test-fast run bench clean
 .PHONY: docker docker-stop images test-containers
 
 all: test
@@ -26,6 +26,10 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
+
+# The main job needs the package alone: not the test extras (Ray, Temporal, DBOS, ...).
+install-run: $(BIN)/python
+	$(BIN)/pip install -q -e .
 
 .PHONY: pins wheel
 pins:
@@ -73,7 +77,7 @@ test: install tools lint typecheck
 test-fast: install
 	$(BIN)/pytest -q -m "not real"
 
-run: install
+run: install-run
 	$(BIN)/durable-chaos run
 
 bench: install tools

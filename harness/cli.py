@@ -15,7 +15,6 @@ Exit status:
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import sys
@@ -25,9 +24,17 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
-from harness.errors import ComponentUnavailable, Terminated, UsageError, WorkerLost
-from harness.outcome import RunOutcome, SuiteOutcome, printable
-from harness.schedules.model import Schedule, parse_duration
+from harness import settings
+from harness.errors import (
+    ComponentUnavailable,
+    DurableChaosError,
+    OutputUnwritable,
+    Terminated,
+    UsageError,
+    WorkerLost,
+)
+from harness.outcome import RunOutcome, StepNote, SuiteOutcome, printable
+from harness.schedules.model import Schedule
 
 EPILOG = """\
 examples:
@@ -136,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="a scenario file or a schedule.toml saved by a run")
     replay.add_argument("--seed", default=None, metavar="S",
                         help="rerun the generated exploration of this seed instead")
-    replay.add_argument("--schedules", default="100", metavar="N",
+    replay.add_argument("--schedules", default=None, metavar="N",
                         help="with --seed: how many generated schedules (default: 100)")
 
     sub.add_parser("adapters", help="list the adapters --adapter accepts")
@@ -179,6 +186,8 @@ def _fan_out(args: argparse.Namespace) -> tuple[int | None, str | None]:
     if workers == 0:
         raise UsageError("--workers: expected at least 1 worker, got 0")
     ray = getattr(args, "ray", None)
+    if workers is not None and ray is None:
+        workers = settings.workers(workers, "--workers", _warn)
     if ray is not None and not ray.strip():
         raise UsageError("--ray: expected a Ray address such as 127.0.0.1:6379 or 'local'")
     if ray is not None and importlib.util.find_spec("ray") is None:
@@ -190,33 +199,41 @@ def _fan_out(args: argparse.Namespace) -> tuple[int | None, str | None]:
     return workers, ray
 
 
-def _seconds(value: str, option: str) -> float:
-    """A positive, finite duration: '90', '1.5', '5m', '2h30m'."""
+def _warn(text: str) -> None:
+    with _quiet_stream_errors():
+        print(f"durable-chaos: warning: {printable(text)}", file=sys.stderr)
+
+
+@contextmanager
+def _quiet_stream_errors() -> Iterator[None]:
+    """A closed or full terminal (`| head -0`, `>/dev/full`) changes nothing: the verdict is
+    the exit status. The stream is pointed at /dev/null, so that Python's own flush at exit
+    does not fail either (it would turn the status into 120)."""
     try:
-        number = float(value)
-    except ValueError:
-        try:
-            number = parse_duration(value)
-        except ValueError as exc:
-            raise UsageError(f"{option}: {exc}") from None
-    if not math.isfinite(number) or number <= 0:
-        raise UsageError(f"{option}: expected a positive duration such as 60 or 5m, got "
-                         f"{value!r}")
-    return number
+        yield
+    except OSError:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except OSError:
+                try:
+                    devnull = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(devnull, stream.fileno())
+                    os.close(devnull)
+                except (OSError, ValueError, AttributeError):
+                    pass
+
+
+def _say(text: str) -> None:
+    with _quiet_stream_errors():
+        print(text)
+        sys.stdout.flush()
 
 
 def _budget(value: str | None) -> float | None:
     # 0 is refused rather than read as "no budget" or "stop at once": both readings are
     # plausible, and leaving the option out already means no budget.
-    return None if value is None else _seconds(value, "--time-budget")
-
-
-def _run_timeout(value: str | None) -> float | None:
-    if value is None:
-        return None
-    if value.strip().lower() == "none":
-        return math.inf
-    return _seconds(value, "--run-timeout")
+    return None if value is None else settings.duration(value, "--time-budget")
 
 
 def _report_dir(value: str) -> Path:
@@ -224,19 +241,7 @@ def _report_dir(value: str) -> Path:
     if not value.strip():
         # Path("") is the current directory: the report would land among the user's files.
         raise UsageError("--report-dir: empty; give a directory such as reports")
-    path = Path(value)
-    option = f"--report-dir {value}"
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{option}: is a file, not a directory; give a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".durable-chaos-write-check"
-        probe.write_text("", encoding="utf-8")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"{option}: cannot write there ({exc.strerror or exc}); give a "
-                         "directory you can write to") from None
-    return path
+    return settings.report_directory(Path(value), f"--report-dir {value}")
 
 
 def load_scenarios(specs: Sequence[str] | None) -> list[Schedule]:
@@ -273,13 +278,13 @@ def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
         # is worth a line with an example. A generated answer that finds no open card is the
         # generator's timing, hundreds per default run: counted apart, listed in the report.
         notes = [(r.name, note) for r in runs if r.source != "generated"
-                 for note in r.step_notes if " skipped: the runtime lacks " not in note]
+                 for note in r.notes if note.kind != "skipped"]
         if notes:
             kinds = _note_kinds(note for _, note in notes)
             lines.append(f"  steps not applied as written: {kinds}; e.g. {notes[0][0]}: "
-                         f"{notes[0][1]}")
-        generated = [note for r in runs if r.source == "generated" for note in r.step_notes
-                     if " skipped: the runtime lacks " not in note]
+                         f"{notes[0][1].text}")
+        generated = [note for r in runs if r.source == "generated" for note in r.notes
+                     if note.kind != "skipped"]
         if generated:
             lines.append(f"  generated steps not applied as written: {_note_kinds(generated)} "
                          "(random timing: a step can come when nothing is open to take it; "
@@ -346,27 +351,10 @@ def _capability_lines(runs: Sequence[RunOutcome]) -> list[str]:
     return lines
 
 
-def _invariants(value: str | None) -> tuple[str, ...] | None:
-    """`--invariants a,b`, each name checked (the nearest valid name if unknown)."""
-    if value is None:
-        return None
-    from harness.adapters.base import check_invariant_names
-    from harness.checkers import ALL
-
-    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
-    if not names:
-        raise UsageError("--invariants: expected a comma list of invariant names such as "
-                         f"{ALL[0].name},{ALL[1].name}")
-    check_invariant_names(names, [c.name for c in ALL], "--invariants")
-    return names
-
-
-def _note_kinds(notes: Iterable[str]) -> str:
+def _note_kinds(notes: Iterable[StepNote]) -> str:
     counts: dict[str, int] = {}
     for note in notes:
-        kind = ("late" if note.endswith(" late") else "skipped" if " skipped" in note
-                else "dropped" if " dropped" in note else "unknown session")
-        counts[kind] = counts.get(kind, 0) + 1
+        counts[note.kind] = counts.get(note.kind, 0) + 1
     return ", ".join(f"{n} {kind}" for kind, n in counts.items())
 
 
@@ -376,6 +364,8 @@ def exit_status(suite: SuiteOutcome, allow_unknown: bool = False) -> int:
         return 128 + signal.SIGTERM
     if suite.interrupted is not None:
         return 128 + signal.SIGINT
+    if suite.output_error is not None:
+        return EXIT_UNKNOWN  # evidence missing: nothing it would show can be trusted
     if suite.violations:
         return EXIT_VIOLATIONS
     if (suite.unknown_runs or not suite.runs) and not allow_unknown:
@@ -436,19 +426,23 @@ def _main(argv: Sequence[str] | None) -> int:
         with _sigterm_stops():
             return _dispatch(args)
     except UsageError as exc:
-        print(f"durable-chaos: error: {_one_line(exc)}", file=sys.stderr)
+        _error(f"error: {_one_line(exc)}")
         return EXIT_USAGE
     except ComponentUnavailable as exc:
-        print(f"durable-chaos: error: {_one_line(exc)}", file=sys.stderr)
+        _error(f"error: {_one_line(exc)}")
         return EXIT_USAGE
-    except WorkerLost as exc:  # the report of what ran is written, marked incomplete
-        print(f"durable-chaos: could not judge: {_one_line(exc)}", file=sys.stderr)
+    except OutputUnwritable as exc:
+        _error(f"could not judge: {_one_line(exc)}; free space or give a --report-dir you "
+               "can write to")
+        return EXIT_UNKNOWN
+    except (WorkerLost, DurableChaosError) as exc:  # the report of what ran is written
+        _error(f"could not judge: {_one_line(exc)}")
         return EXIT_UNKNOWN
     except Terminated:
-        print("durable-chaos: terminated", file=sys.stderr)
+        _error("terminated")
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
-        print("durable-chaos: interrupted", file=sys.stderr)
+        _error("interrupted")
         return 128 + signal.SIGINT
 
 
@@ -478,7 +472,7 @@ def _sigterm_stops() -> Iterator[None]:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from harness.adapters import describe_builtin, load_adapter, preflight
+    from harness.adapters import describe_builtin, load_adapter
     from harness.runner import run_suite
 
     if args.command == "doctor":
@@ -507,7 +501,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         use_adapter_paths(args.adapter_path)
     adapters = args.adapter or ["reference"]
-    run_timeout = _run_timeout(args.run_timeout)
+    for option, values in (("--adapter", args.adapter), ("--adapter-path", args.adapter_path)):
+        if values and any(not value.strip() for value in values):
+            raise UsageError(f"{option}: empty; give a value (see `durable-chaos --help`)")
+    if getattr(args, "schedule", None) is not None and not args.schedule.strip():
+        raise UsageError("replay: empty SCHEDULE.toml; give a schedule file")
+    run_timeout = settings.run_timeout(args.run_timeout, "--run-timeout")
     workers, ray = _fan_out(args)
     # Everything the user gave is checked before anything starts or is written: options,
     # scenario files, adapters (and what they need here), then the report directory.
@@ -527,38 +526,44 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.schedule is not None:
             from harness.schedules.scenario_file import load_scenario
 
+            if args.schedules is not None:
+                # It would be ignored: a file is one schedule.
+                raise UsageError(f"replay: --schedules goes with --seed, not with "
+                                 f"{args.schedule} (a file is one schedule)")
             scenarios = [load_scenario(args.schedule)]
             schedules, seed = 0, scenarios[0].seed
         else:
             scenarios = []
-            schedules = _int(args.schedules, "--schedules")
+            schedules = _int(args.schedules or "100", "--schedules")
             seed = _int(args.seed, "--seed")
-    invariants = _invariants(getattr(args, "invariants", None))
+    invariants = settings.invariant_names(getattr(args, "invariants", None), "--invariants")
+    from harness.jobs import probe_adapters
+
+    # Loaded and checked in a worker first (user code never ends this process), then here.
+    probe_adapters(adapters, invariants)
     for spec in adapters:
-        adapter = load_adapter(spec)
-        preflight(spec, adapter)  # fail early, before anything runs
-        _claims_checked(adapter, invariants)
+        load_adapter(spec)
     report_dir = _report_dir(args.report_dir)
     suite = run_suite(adapters, scenarios, schedules=schedules, seed=seed, time_budget=budget,
                       report_dir=report_dir, progress=not args.quiet, run_timeout=run_timeout,
                       workers=workers, ray=ray, invariants=invariants)
-    print(_summary(suite, report_dir))
+    _say(_summary(suite, report_dir))
     status = exit_status(suite, args.allow_unknown)
-    if status == EXIT_UNKNOWN and not suite.runs:
-        print("durable-chaos: could not judge: nothing ran (no scenario and no generated "
-              "schedule); give --scenarios or --schedules N", file=sys.stderr)
+    if suite.output_error is not None and suite.interrupted is None:
+        _error(f"could not judge: {_one_line(Exception(suite.output_error))}; free space "
+               "or give a --report-dir you can write to")
+    elif status == EXIT_UNKNOWN and not suite.runs:
+        _error("could not judge: nothing ran (no scenario and no generated schedule); give "
+               "--scenarios or --schedules N")
     elif status == EXIT_UNKNOWN:
-        print(f"durable-chaos: could not judge: {suite.unknown_runs} run(s) unknown (see the "
-              "report; --allow-unknown exits 0 instead)", file=sys.stderr)
+        _error(f"could not judge: {suite.unknown_runs} run(s) unknown (see the report; "
+               "--allow-unknown exits 0 instead)")
     return status
 
 
-def _claims_checked(adapter: object, invariants: tuple[str, ...] | None) -> None:
-    """An adapter's `claims` name known invariants (else exit 2 naming the nearest)."""
-    from harness.adapters.base import claimed_invariants
-    from harness.checkers import ALL
-
-    claimed_invariants(adapter, invariants, [c.name for c in ALL])
+def _error(text: str) -> None:
+    with _quiet_stream_errors():
+        print(f"durable-chaos: {text}", file=sys.stderr)
 
 
 if __name__ == "__main__":

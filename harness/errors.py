@@ -94,3 +94,16 @@ class ClockError(SimulationError):
 
 class JournalMismatch(SimulationError):
     """A journal was replayed against code that issues different commands."""
+
+
+class OutputUnwritable(DurableChaosError):
+    """A history, the report or a JUnit file could not be written (a full disk, a read-only
+    directory): what ran cannot be shown, so the run could not be judged (exit 3). The message
+    names the path; free space or give a directory you can write to."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path, self.problem = path, problem
+        super().__init__(f"cannot write {path}: {problem}")
+
+    def __reduce__(self) -> tuple[type[OutputUnwritable], tuple[str, str]]:
+        return OutputUnwritable, (self.path, self.problem)

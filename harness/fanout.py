@@ -23,20 +23,23 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
-import sys
+import shutil
 import tempfile
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.adapters import Adapter, load_adapter
+from harness.adapters import Adapter
 from harness.errors import DurableChaosError, UsageError, WorkerLost
+from harness.evidence import SCRATCH_PREFIX, claim_run_dir, make_scratch, write_text
 from harness.exploration import Exploration, _schedule_from, explore
+from harness.jobs import shrink_job
 from harness.outcome import RunOutcome
-from harness.run import _REAL, RunOptions, _replay, _slug, wall
+from harness.run import _REAL, RunOptions, _replay, lost_outcome, run_timeout, wall
+from harness.schedules.generate import generate
+from harness.supervisor import Pool, pool_of, raise_for, silence_for
 
 # Big enough that a batch's start-up (pickling the job, the result's histories) is a small
 # share, small enough that two workers share a few hundred schedules evenly.
@@ -57,6 +60,9 @@ class BatchJob:
     invariant: str | None = None
     # The invariants judged (`RunOptions.invariants`): None, the adapter's own claims.
     invariants: tuple[str, ...] | None = None
+    # Where the batch's scratch directory goes (the parent's, removed by it on every path);
+    # None: the system's temporary directory (a Ray node).
+    scratch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,37 +82,46 @@ def batch_seed(seed: int, index: int) -> int:
     return int.from_bytes(digest[:4], "big")
 
 
-def plan(spec: str, count: int, seed: int, *, run_timeout: float | None = None,
-         deadline: float | None = None, invariant: str | None = None,
-         invariants: tuple[str, ...] | None = None) -> list[BatchJob]:
-    jobs = []
+def iter_plan(spec: str, count: int, seed: int, *, run_timeout: float | None = None,
+              deadline: float | None = None, invariant: str | None = None,
+              invariants: tuple[str, ...] | None = None,
+              scratch: str | None = None) -> Iterator[BatchJob]:
+    """The batches of `count` schedules, made as they are asked for (a hundred million
+    schedules are two million batches: planning them up front took gigabytes)."""
     for index, start in enumerate(range(0, count, BATCH)):
-        jobs.append(BatchJob(spec, index, batch_seed(seed, index), min(BATCH, count - start),
-                             run_timeout, deadline, invariant, invariants))
-    return jobs
+        yield BatchJob(spec, index, batch_seed(seed, index), min(BATCH, count - start),
+                       run_timeout, deadline, invariant, invariants, scratch)
 
 
-_adapters: dict[str, Adapter] = {}
+def plan(spec: str, count: int, seed: int, **options: Any) -> list[BatchJob]:
+    return list(iter_plan(spec, count, seed, **options))
 
 
 def run_batch(job: BatchJob) -> BatchResult:
-    """Run one batch in this process (a pool worker, a Ray task, or the parent itself)."""
-    adapter = _adapters.get(job.adapter_spec)
-    if adapter is None:
-        adapter = _adapters[job.adapter_spec] = load_adapter(job.adapter_spec)
+    """Run one batch in this process (a pool worker or a Ray task)."""
+    from harness.jobs import _clock_for, worker_adapter
+
+    adapter = worker_adapter(job.adapter_spec)
+    _clock_for(adapter)
     deadline = None
     if job.deadline is not None:
         deadline = wall() + (job.deadline - _REAL["time"]())
     runs: list[RunOutcome] = []
     histories: list[tuple[int, str]] = []
-    with tempfile.TemporaryDirectory(prefix="durable-chaos-batch-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-",
+                                     dir=job.scratch) as tmp:
         options = RunOptions(adapter_spec=job.adapter_spec, report_dir=Path(tmp),
                              run_timeout=job.run_timeout, invariants=job.invariants)
 
         def on_run(outcome: RunOutcome) -> None:
+            if not (outcome.failed or outcome.unknown or outcome.expected_failures):
+                # A passing generated run keeps its verdict, not its schedule (the seed
+                # makes it again): memory per finished run stays small at any --schedules.
+                outcome = replace(outcome, schedule_toml="")
             if outcome.history_path is not None:
                 path = Path(outcome.history_path)
                 histories.append((len(runs), path.read_text(encoding="utf-8")))
+                path.unlink()
                 outcome = replace(outcome, history_path=None, replay_command="")
             runs.append(outcome)
 
@@ -136,87 +151,66 @@ class Backend(Protocol):
     def close(self, abort: bool) -> None: ...
 
 
-class InProcess:
-    """N=1: batches run in the parent, in order."""
+class Local:
+    """Batches on a supervised pool of this machine's processes (harness.supervisor).
 
-    slots = 1
-
-    def __init__(self) -> None:
-        self._jobs: list[BatchJob] = []
-
-    def submit(self, job: BatchJob) -> None:
-        self._jobs.append(job)
-
-    def next_result(self) -> BatchResult:
-        return run_batch(self._jobs.pop(0))
-
-    def close(self, abort: bool) -> None:
-        self._jobs.clear()
-
-
-def _worker_init() -> None:
-    # Ctrl-C reaches the whole process group: the parent alone decides, and stops the pool.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # A forked worker inherits the CLI's SIGTERM handler (raise Terminated, write a report):
-    # the parent's own business, not a worker's.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-class ProcessPool:
-    """N worker processes on this machine.
-
-    Forked on Linux: a spawned worker imports the harness again (about 1.5 s, measured),
-    longer than finding a shallow bug takes. The parent forks outside any frozen clock (the
-    suite and the plugin leave it first), and the only thread it may have, the watchdog's
-    timer, is started again in a child that needs it. Elsewhere (macOS, Windows) fork is
-    unsafe or missing: spawn.
-
-    concurrent.futures, not multiprocessing.Pool: a Pool whose worker dies (killed, out of
-    memory) never completes the batch it held, and its terminate() can hang on a queue lock
-    the dead worker held; the executor reports a broken pool instead.
+    A worker lost in the middle of a batch (the adapter ended its process, a kill, out of
+    memory) loses only the run it held: that run is unknown, saying why, and the runs of the
+    batch before it are run again on a fresh worker (same seed, same schedules), so the
+    search goes on. Each run counts its start (`beat`), which is how the parent knows which
+    one a lost worker held.
     """
 
-    def __init__(self, workers: int) -> None:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+    # A batch whose worker is lost before its first run starts is sent again this often.
+    RETRIES = 2
 
-        self.slots = workers
-        method = "fork" if sys.platform == "linux" else "spawn"
-        self._pool = ProcessPoolExecutor(workers, multiprocessing.get_context(method),
-                                         initializer=_worker_init)
-        self._futures: set[Future[BatchResult]] = set()
+    def __init__(self, pool: Pool, adapter: Adapter, spec: str, options: RunOptions) -> None:
+        self.slots = pool.slots
+        self._pool = pool
+        self._adapter, self._spec, self._options = adapter, spec, options
+        self._silence = silence_for(run_timeout(adapter, options))
+        self._jobs: dict[int, BatchJob] = {}
+        self._retries: dict[int, int] = {}
+        self._lost: dict[int, RunOutcome] = {}
 
     def submit(self, job: BatchJob) -> None:
-        self._futures.add(self._pool.submit(run_batch, job))
+        self._jobs[job.index] = job
+        self._pool.submit(("batch", job.index), run_batch, job, silence=self._silence)
 
     def next_result(self) -> BatchResult:
-        from concurrent.futures import FIRST_COMPLETED, wait
-        from concurrent.futures.process import BrokenProcessPool
-
         while True:
-            # A timeout, so that Ctrl-C is seen while waiting.
-            done, _ = wait(self._futures, timeout=0.2, return_when=FIRST_COMPLETED)
-            if not done:
+            event = self._pool.next_event()
+            if event is None:
                 continue
-            future = done.pop()
-            self._futures.discard(future)
-            try:
-                return future.result()
-            except BrokenProcessPool:
-                raise WorkerLost(
-                    "a worker process died (killed, out of memory, or a crash in C code) "
-                    "while it ran a batch of generated schedules; what it ran is lost. Rerun "
-                    "with --workers 1 to see the failure in one process") from None
+            index = event.key[1]
+            if event.kind == "raised":
+                raise_for(event)
+            job = self._jobs.pop(index)
+            started = event.beats
+            if event.kind == "done":
+                result: BatchResult = event.payload
+                lost = self._lost.pop(index, None)
+                if lost is not None:
+                    result = replace(result, runs=(*result.runs, lost), out_of_time=False)
+                return result
+            # Lost: the run it held is unknown; the ones before it are run again.
+            if started == 0:
+                self._retries[index] = self._retries.get(index, 0) + 1
+                if self._retries[index] > self.RETRIES:
+                    raise WorkerLost(f"a worker process was lost {self.RETRIES + 1} times "
+                                     f"before a batch's first run started ({event.payload})")
+                self.submit(job)
+                continue
+            self._lost[index] = lost_outcome(self._adapter, self._spec,
+                                             generate(job.seed, started - 1),
+                                             self._options, event.payload)
+            if started == 1:
+                return BatchResult(index, (self._lost.pop(index),), (), False, False)
+            self.submit(replace(job, count=started - 1))
 
     def close(self, abort: bool) -> None:
         if abort:
-            # No public way to stop running workers before Python 3.14 (kill_workers()).
-            processes: dict[int, Any] = getattr(self._pool, "_processes", None) or {}
-            for process in list(processes.values()):
-                if process.is_alive():
-                    process.kill()
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        self._futures.clear()
+            self._pool.cancel_all()
 
 
 class RayCluster:
@@ -314,15 +308,6 @@ def worker_path() -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def backend_for(workers: int | None, ray: str | None) -> Backend:
-    """`workers` None: on Ray, the cluster's CPUs; here, one."""
-    if ray is not None:
-        return RayCluster(ray, workers)
-    if workers is None or workers <= 1:
-        return InProcess()
-    return ProcessPool(workers)
-
-
 # ---------------------------------------------------------------------------- merging
 
 
@@ -338,57 +323,85 @@ def explore_fanned(
     invariant: str | None = None,
     deadline: float | None = None,
     on_run: Callable[[RunOutcome], None] | None = None,
+    pool: Pool | None = None,
 ) -> Exploration:
     """`explore`, fanned out; see the module docstring for the lifecycle.
 
-    `deadline` is on `wall()`'s clock, as `explore`'s. A KeyboardInterrupt stops every
+    `deadline` is on `wall()`'s clock, as `explore`'s. Batches run on `pool` (kept by the
+    caller across runs), else on a pool of `workers` made for this call, or on Ray; the
+    adapter never runs in this process. Batches are planned as they are sent, two per
+    worker in flight, so memory does not grow with `count`. A KeyboardInterrupt stops every
     worker before it propagates.
     """
     started = wall()
     epoch_deadline = None if deadline is None else _REAL["time"]() + (deadline - wall())
-    jobs = plan(spec, count, seed, run_timeout=options.run_timeout, deadline=epoch_deadline,
-                invariant=invariant, invariants=options.invariants)
     found = Exploration([], [])
-    backend = backend_for(workers, ray)
-    pending: dict[int, BatchResult] = {}
-    submitted = merged = 0
-    first_failure: BatchJob | None = None
-    aborted = True
-    try:
-        while merged < len(jobs):
-            while submitted < len(jobs) and submitted - merged < 2 * backend.slots:
-                backend.submit(jobs[submitted])
-                submitted += 1
-            result = backend.next_result()
-            pending[result.index] = result
-            stop = False
-            while merged in pending and not stop:
-                batch = pending.pop(merged)
-                merged += 1
-                for run in _place(batch, options):
-                    found.examples += 1
-                    found.runs.append(run)
-                    if on_run is not None:
-                        on_run(run)
-                if batch.failed:
-                    first_failure = jobs[batch.index]
-                    stop = True
-                elif batch.out_of_time:
-                    found.out_of_time = True
-                    stop = True
-            if stop:
-                break
-        aborted = False
-    finally:
-        # Batches still running are not needed: a failure or the budget ended the search.
-        backend.close(abort=aborted or merged < len(jobs))
-    if first_failure is not None:
-        # Shrink once, in the parent: the batch's search is replayed up to its failure (same
-        # seed, same examples) and then shrunk.
-        again = explore(adapter, first_failure.count, first_failure.seed, options,
-                        invariant=invariant, shrink_deadline=deadline)
-        found.shrunk.extend(again.shrunk)
-        found.shrink_cut_short = again.shrink_cut_short
+    with ExitStack() as stack:
+        if pool is None and ray is None:
+            pool = stack.enter_context(pool_of(max(1, workers or 1)))
+        scratch = None if ray is not None else make_scratch()
+        if scratch is not None:
+            stack.callback(shutil.rmtree, scratch, True)
+        backend: Backend = (RayCluster(ray, workers) if ray is not None else
+                            Local(pool, adapter, spec, options))  # type: ignore[arg-type]
+        jobs = iter_plan(spec, count, seed, run_timeout=options.run_timeout,
+                         deadline=epoch_deadline, invariant=invariant,
+                         invariants=options.invariants,
+                         scratch=None if scratch is None else str(scratch))
+        in_flight: dict[int, BatchJob] = {}
+        pending: dict[int, BatchResult] = {}
+        merged = 0
+        exhausted = False
+        first_failure: BatchJob | None = None
+        aborted = True
+        try:
+            while True:
+                while not exhausted and len(in_flight) < 2 * backend.slots:
+                    job = next(jobs, None)
+                    if job is None:
+                        exhausted = True
+                        break
+                    in_flight[job.index] = job
+                    backend.submit(job)
+                if not in_flight:
+                    break
+                result = backend.next_result()
+                pending[result.index] = result
+                stop = False
+                while merged in pending and not stop:
+                    batch = pending.pop(merged)
+                    job = in_flight.pop(merged)
+                    merged += 1
+                    for run in _place(batch, options):
+                        found.examples += 1
+                        found.runs.append(run)
+                        if on_run is not None:
+                            on_run(run)
+                    if batch.failed:
+                        first_failure = job
+                        stop = True
+                    elif batch.out_of_time:
+                        found.out_of_time = True
+                        stop = True
+                if stop:
+                    break
+            aborted = False
+        finally:
+            # Batches still running are not needed: a failure or the budget ended the search.
+            backend.close(abort=aborted or bool(in_flight))
+        if first_failure is not None:
+            # Shrink once, in a worker: the batch's search is replayed up to its failure
+            # (same seed, same examples) and then shrunk.
+            shrinker = pool if pool is not None else stack.enter_context(pool_of(1))
+            event = shrinker.run(shrink_job, spec, first_failure.count, first_failure.seed,
+                                 options, invariant, epoch_deadline,
+                                 silence=silence_for(run_timeout(adapter, options)))
+            if event.kind == "raised":
+                raise_for(event)
+            if event.kind == "done":
+                again: Exploration = event.payload
+                found.shrunk.extend(again.shrunk)
+                found.shrink_cut_short = again.shrink_cut_short
     found.wall_time = wall() - started
     return found
 
@@ -406,12 +419,11 @@ def _place(batch: BatchResult, options: RunOptions) -> list[RunOutcome]:
                                                             schedule, options.run_timeout,
                                                             options.invariants))
             continue
-        run_dir = options.report_dir / "runs" / _slug(outcome.adapter) / _slug(outcome.name)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir = claim_run_dir(options.report_dir, outcome.adapter, outcome.name)
         history_path = run_dir / "history.jsonl"
-        history_path.write_text(text, encoding="utf-8")
+        write_text(history_path, text)
         schedule_path = run_dir / "schedule.toml"
-        schedule_path.write_text(outcome.schedule_toml, encoding="utf-8")
+        write_text(schedule_path, outcome.schedule_toml)
         runs[position] = replace(outcome, history_path=str(history_path),
                                  replay_command=_replay(options.adapter_spec,
                                                         str(schedule_path), schedule,

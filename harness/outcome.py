@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.checkers.base import Result
+from harness.checkers.base import Result, Violation
 from harness.history import fmt_duration
 
 
@@ -18,6 +18,17 @@ def printable(text: str) -> str:
         return text
     return "".join(ch if ch.isprintable() or ch in "\n\t" else
                    ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+@dataclass(frozen=True)
+class StepNote:
+    """A step not applied as written, as data: `kind` is "late", "skipped", "dropped" or
+    "unknown session"; `text` is the line a person reads (the summary counts by kind, never
+    by reading the text)."""
+
+    kind: str
+    step: int
+    text: str
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,8 @@ class RunOutcome:
     # Steps applied late, dropped (an answer with no open card, an unknown session) or
     # skipped (a fault the runtime lacks the capability for), one line each.
     step_notes: tuple[str, ...] = ()
+    # The same notes as data, in the same order.
+    notes: tuple[StepNote, ...] = ()
     # Steps not applied because the runtime lacks what they need (one per step).
     skipped_steps: tuple[SkippedStep, ...] = ()
     # Invariants the adapter's design does not claim (its `claims`, or `--invariants`): still
@@ -75,6 +88,39 @@ class RunOutcome:
     # The kinds of step the schedule holds (`Schedule.step_kinds`, in `STEP_KINDS` order):
     # what the report counts per kind over the generated schedules.
     step_kinds: tuple[str, ...] = ()
+    # How many steps the schedule has (counted once, from the schedule, not its TOML).
+    steps: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The outcome as JSON-able data (`from_json` reads it back): how an xdist worker
+        hands its runs to the controller."""
+        from dataclasses import asdict
+
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunOutcome:
+        from dataclasses import fields
+
+        def result(r: dict[str, Any]) -> Result:
+            return Result(r["checker"], r["valid"],
+                          tuple(Violation(v["message"], tuple(v["records"]))
+                                for v in r["violations"]),
+                          r["reached"], r["note"], dict(r["stats"]))
+
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["results"] = tuple(result(r) for r in data["results"])
+        values["skipped_faults"] = tuple(data.get("skipped_faults", ()))
+        values["skipped_steps"] = tuple(SkippedStep(**skip)
+                                        for skip in data.get("skipped_steps", ()))
+        values["unclaimed"] = tuple(result(r) for r in data.get("unclaimed", ()))
+        values["step_notes"] = tuple(data.get("step_notes", ()))
+        values["notes"] = tuple(StepNote(**note) for note in data.get("notes", ()))
+        values["expected_failures"] = tuple(data.get("expected_failures", ()))
+        values["step_kinds"] = tuple(data.get("step_kinds", ()))
+        values["alive"] = tuple((float(t), int(n)) for t, n in data.get("alive", ()))
+        return cls(**values)
 
     @property
     def failed(self) -> bool:
@@ -122,6 +168,9 @@ class SuiteOutcome:
     shrunk: tuple[RunOutcome, ...] = ()  # minimal failing schedules found by shrinking
     # Which scenario sets ran, e.g. ("builtin (15)", "my/scenarios (2)").
     scenario_sets: tuple[str, ...] = ()
+    # Evidence that could not be written (a full disk, a read-only directory): the path and
+    # why, one line; the suite could not be judged (exit 3).
+    output_error: str | None = None
 
     @property
     def unknown_runs(self) -> int:

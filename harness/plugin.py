@@ -32,15 +32,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import random
 import signal
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -51,17 +50,18 @@ if TYPE_CHECKING:
     from harness.outcome import RunOutcome
     from harness.runner import RunOptions
     from harness.schedules.model import Schedule
+    from harness.supervisor import Pool
 
 # The fixtures live in their own module; pytest imports it with this plugin.
 pytest_plugins = ["harness.fixtures"]
 
+_T = TypeVar("_T")
 GROUP = "durable-chaos"
 SUITE_NODE = "durable-chaos"
 MARKER = "chaos"
 DEFAULT_SCHEDULES = 25
 CACHE_KEY = "durable-chaos/seed"
 _WORKER_SEED = "durable_chaos_seed"
-_WORKER_RUNS = "durable_chaos_runs"
 
 
 # ---------------------------------------------------------------------------- options
@@ -175,6 +175,8 @@ class ChaosState:
     # SIGTERM received (see _stop_on_sigterm), and the handler it replaced.
     terminated: bool = False
     previous_sigterm: Any = None
+    workers: Pool | None = None  # see pool()
+    lock: Any = None  # the report directory's lock (harness.evidence), held by the controller
 
     def options(self, spec: str) -> RunOptions:
         from harness.runner import RunOptions
@@ -191,28 +193,53 @@ class ChaosState:
         return claimed_invariants(self.adapters[spec], self.settings.invariants,
                                   [c.name for c in ALL])
 
+    # Under xdist, where a worker spools each finished run (`record`) for the controller.
+    spool: Path | None = None
+
+    def record(self, runs: Sequence[RunOutcome], shrunk: Sequence[RunOutcome] = ()) -> None:
+        """Keep finished runs for the report. An xdist worker also appends them to its spool
+        file in the report directory at once: a SIGTERM or Ctrl-C that ends the session, or
+        a worker killed, still leaves every finished run to the controller's report."""
+        self.runs.extend(runs)
+        self.shrunk.extend(shrunk)
+        if self.spool is None:
+            return
+        lines = [json.dumps({"shrunk": False, "run": r.to_json()}) for r in runs]
+        lines += [json.dumps({"shrunk": True, "run": r.to_json()}) for r in shrunk]
+        try:
+            with open(self.spool, "a", encoding="utf-8") as handle:
+                handle.write("".join(line + "\n" for line in lines))
+        except OSError:
+            pass  # the controller reports what it finds; the report says incomplete
+
+    def pool(self) -> Pool:
+        """The session's supervised worker processes (harness.supervisor): every collected
+        item runs its adapter there, so an adapter that ends or kills its process fails
+        its item as unknown instead of ending pytest."""
+        if self.workers is None:
+            from harness.supervisor import Pool
+
+            self.workers = Pool(self.settings.workers)
+        return self.workers
+
     def contract(self, spec: str) -> str | None:
         """Check the adapter contract once per process; the failure message, or None."""
         if spec not in self.contracts:
-            from harness.conformance import check_adapter
-            from harness.errors import AdapterContractError, RunTimeout
+            from harness.jobs import contract_job
             from harness.runner import run_timeout
-            from harness.watchdog import Watchdog
+            from harness.supervisor import silence_for
 
             adapter = self.adapters[spec]
             limit = run_timeout(adapter, self.options(spec))
-            try:
-                # The check is a run too: an adapter that hangs in it must not hang pytest.
-                with Watchdog(limit):
-                    check_adapter(adapter)
-                self.contracts[spec] = None
-            except AdapterContractError as exc:
-                self.contracts[spec] = str(exc)
-            except RunTimeout:
-                self.contracts[spec] = (
-                    f"adapter {adapter.name!r}: the contract check passed the wall-clock limit "
-                    f"of {limit:g}s; raise it with --chaos-run-timeout or make the runtime "
-                    "answer")
+            # The check is a run too: an adapter that hangs in it must not hang pytest.
+            event = self.pool().run(contract_job, spec, limit, silence=silence_for(limit))
+            if event.kind == "done":
+                self.contracts[spec] = event.payload
+            elif event.kind == "lost":
+                self.contracts[spec] = (f"adapter {adapter.name!r}: the contract check "
+                                        f"ended its worker: {event.payload}")
+            else:
+                self.contracts[spec] = f"adapter {adapter.name!r}: {event.payload[1]!s}"
         return self.contracts[spec]
 
 
@@ -290,24 +317,19 @@ def _resolve(config: pytest.Config) -> ChaosSettings | None:
 
 def _invariants(config: pytest.Config) -> tuple[str, ...] | None:
     raw, where = _Source(config, "--chaos-invariants", "chaos_invariants").value()
-    if raw is None:
-        return None
-    from harness.adapters.base import check_invariant_names
-    from harness.checkers import ALL
+    from harness import settings
+
+    return _usage(settings.invariant_names, raw, where)
+
+
+def _usage(parse: Callable[[Any, str], _T], raw: Any, where: str) -> _T:
+    """`parse(raw, where)` (harness.settings), its usage error pytest's own."""
     from harness.errors import UsageError
 
-    items = raw if isinstance(raw, list) else [raw]
-    names = tuple(dict.fromkeys(n.strip() for item in items for n in str(item).split(",")
-                                if n.strip()))
-    known = [c.name for c in ALL]
-    if not names:
-        raise pytest.UsageError(f"{where}: expected a comma list of invariant names such as "
-                                f"{known[0]},{known[1]}")
     try:
-        check_invariant_names(names, known, where)
+        return parse(raw, where)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    return names
 
 
 def _workers(config: pytest.Config) -> int:
@@ -321,26 +343,19 @@ def _workers(config: pytest.Config) -> int:
     if number < 1:
         raise pytest.UsageError(f"{where}: expected a number of worker processes >= 1, "
                                 f"got {raw!r}")
-    return number
+    from harness import settings
+
+    def warn(text: str) -> None:
+        config.issue_config_time_warning(pytest.PytestConfigWarning(text), stacklevel=2)
+
+    return settings.workers(number, where, warn)
 
 
 def _run_timeout(config: pytest.Config) -> float | None:
     raw, where = _Source(config, "--chaos-run-timeout", "chaos_run_timeout").value()
-    if raw is None:
-        return None
-    text = str(raw).strip()
-    if text.lower() == "none":
-        return math.inf
-    from harness.schedules.model import parse_duration
+    from harness import settings
 
-    try:
-        seconds = float(text) if text.replace(".", "", 1).isdigit() else parse_duration(text)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise pytest.UsageError(f"{where}: expected a positive duration such as 90 or 10m, "
-                                f"or 'none', got {raw!r}")
-    return seconds
+    return _usage(settings.run_timeout, None if raw is None else str(raw), where)
 
 
 def _schedules(config: pytest.Config) -> int:
@@ -397,28 +412,14 @@ def _path_option(config: pytest.Config, flag: str, ini: str) -> Path | None:
 
 
 def _report_dir(config: pytest.Config) -> Path | None:
-    """`--chaos-report`, created and checked now: found only at the end of the session, a
-    report that cannot be written would cost the whole run."""
+    """`--chaos-report`, created and checked now (harness.settings.report_directory)."""
     path = _path_option(config, "--chaos-report", "chaos_report")
     if path is None:
         return None
     _, where = _Source(config, "--chaos-report", "chaos_report").value()
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        what = "is a file" if existing == path else f"is under the file {existing}"
-        raise pytest.UsageError(f"{where}: {path} {what}, not a directory; give a directory")
-    try:
-        # Written to, not asked (os.access): root may write anywhere the kernel refuses.
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".durable-chaos-write-check"
-        probe.write_text("", encoding="utf-8")
-        probe.unlink()
-    except OSError as exc:
-        raise pytest.UsageError(f"{where}: cannot write to {path} ({exc.strerror or exc}); "
-                                "give a directory you can write to") from None
-    return path
+    from harness import settings
+
+    return _usage(settings.report_directory, path, where)
 
 
 def _scenarios_path(config: pytest.Config) -> Path | None:
@@ -447,17 +448,24 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = _resolve(config)
     if settings is None:
         return
-    from harness.adapters import load_adapter, preflight
+    from harness.adapters import load_adapter
     from harness.errors import UsageError
 
     adapter_where = _Source(config, "--chaos-adapter", "chaos_adapter").value()[1]
     adapters: dict[str, Adapter] = {}
+    if getattr(config, "workerinput", None) is None:
+        from harness.jobs import probe_adapters
+
+        try:
+            # In a worker first: an adapter module that ends its process ends that worker.
+            probe_adapters(settings.adapters, settings.invariants)
+        except UsageError as exc:
+            raise pytest.UsageError(f"{adapter_where}: {_one_line(str(exc))}") from None
     for spec in settings.adapters:
         try:
+            # Checked by the probe (preflight: a missing component is a configuration
+            # error, found before any item runs; its claims), in a worker.
             adapters[spec] = load_adapter(spec)
-            # A missing component is a configuration error, found before any item runs.
-            preflight(spec, adapters[spec])
-            _claims_checked(adapters[spec], settings.invariants)
         except UsageError as exc:
             # One line, as every usage error: an adapter's own message may have several.
             raise pytest.UsageError(f"{adapter_where}: {_one_line(str(exc))}") from None
@@ -475,6 +483,12 @@ def pytest_configure(config: pytest.Config) -> None:
     scenarios = _load_scenarios(config, settings.scenarios)
     config.stash[STATE] = ChaosState(settings, adapters, scenarios,
                                      not_selected=_not_selected(config, settings))
+    _lock_report_dir(config, config.stash[STATE])
+    if getattr(config, "workerinput", None) is None:
+        from harness.evidence import sweep_scratch
+
+        sweep_scratch()  # a killed session's scratch directories
+    config.stash[STATE].spool = _spool_of(config, settings.report_dir)
     config.addinivalue_line("markers", f"{MARKER}: an item of the durable-chaos suite")
     _stop_on_sigterm(config.stash[STATE])
     if config.pluginmanager.hasplugin("xdist"):
@@ -512,6 +526,11 @@ def _stop_on_sigterm(state: ChaosState) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = chaos_state(config)
+    if state is not None:
+        _close_pool(state, abort=True)
+        if state.lock is not None:
+            state.lock.release()
+            state.lock = None
     if state is not None and state.previous_sigterm is not None:
         try:
             signal.signal(signal.SIGTERM, state.previous_sigterm)
@@ -520,12 +539,34 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         state.previous_sigterm = None
 
 
-def _claims_checked(adapter: Adapter, invariants: tuple[str, ...] | None) -> None:
-    """An adapter's `claims` name known invariants (a UsageError naming the nearest)."""
-    from harness.adapters.base import claimed_invariants
-    from harness.checkers import ALL
+def _close_pool(state: ChaosState, abort: bool = False) -> None:
+    if state.workers is not None:
+        state.workers.close(abort=abort)
+        state.workers = None
 
-    claimed_invariants(adapter, invariants, [c.name for c in ALL])
+
+def _lock_report_dir(config: pytest.Config, state: ChaosState) -> None:
+    """The controller holds the report directory for the session (harness.evidence); a
+    second session writing there is a usage error naming the holder."""
+    report_dir = state.settings.report_dir
+    if report_dir is None or getattr(config, "workerinput", None) is not None:
+        return
+    from harness.errors import UsageError
+    from harness.evidence import ReportLock
+    from harness.suite import fresh_runs_dir
+
+    where = _Source(config, "--chaos-report", "chaos_report").value()[1]
+    lock = ReportLock(report_dir, option=where)
+    try:
+        lock.acquire()
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    state.lock = lock
+    fresh_runs_dir(report_dir)
+    for stale in report_dir.glob(SPOOL_GLOB):  # a killed session's
+        stale.unlink(missing_ok=True)
+
+
 def _not_selected(config: pytest.Config, settings: ChaosSettings) -> str | None:
     """Why the paths on the command line leave the chaos suite out, or None to collect it.
 
@@ -638,19 +679,18 @@ def pytest_make_collect_report(
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     state = chaos_state(config)
+    if state is not None:
+        _close_pool(state)
     if state is not None and state.terminated:
         # As the CLI: 128 + SIGTERM, not pytest's 2 for Ctrl-C.
         session.exitstatus = 128 + signal.SIGTERM
     if state is None or state.settings.report_dir is None:
         return
-    workeroutput = getattr(config, "workeroutput", None)
-    if workeroutput is not None:
-        workeroutput[_WORKER_RUNS] = json.dumps(
-            {"runs": [_to_json(r) for r in state.runs],
-             "shrunk": [_to_json(r) for r in state.shrunk]})
-        return
+    if getattr(config, "workerinput", None) is not None:
+        return  # its runs are in its spool file, for the controller
+    _read_spools(state)
     from harness.outcome import SuiteOutcome
-    from harness.runner import environment, write_outputs
+    from harness.runner import environment
     from harness.schedules.library import describe_sets
 
     names = tuple(dict.fromkeys(a.name for a in state.adapters.values()))
@@ -666,13 +706,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         shrunk=tuple(state.shrunk),
         scenario_sets=describe_sets(state.scenarios),
     )
-    try:
-        index = write_outputs(suite, state.settings.report_dir)
-        state.report = f"report {_show(config, index)}, junit " \
-            f"{_show(config, state.settings.report_dir / 'junit.xml')}"
-    except Exception as exc:  # the tests ran; a report that cannot be written says why
-        state.report = f"could not write the report to {state.settings.report_dir}: " \
-            f"{type(exc).__name__}: {exc}"
+    from harness.suite import write_guarded
+
+    report_dir = state.settings.report_dir
+    written = write_guarded(suite, report_dir)
+    if written.output_error is not None:
+        # The tests ran; the evidence could not be written: could not judge, one line.
+        state.report = f"could not judge: {written.output_error}"
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = 3
+    else:
+        state.report = (f"report {_show(config, report_dir / 'index.html')}, junit "
+                        f"{_show(config, report_dir / 'junit.xml')}")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -699,46 +744,39 @@ class _XdistHooks:
         if state is not None:
             node.workerinput[_WORKER_SEED] = state.settings.seed
 
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        state = chaos_state(self.config)
-        output = getattr(node, "workeroutput", None) or {}
-        if state is None or _WORKER_RUNS not in output:
-            return
-        data = json.loads(output[_WORKER_RUNS])
-        state.runs.extend(_from_json(r) for r in data["runs"])
-        state.shrunk.extend(_from_json(r) for r in data["shrunk"])
 
 
-def _to_json(outcome: RunOutcome) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(outcome)
+SPOOL_GLOB = ".xdist-runs-*.jsonl"
 
 
-def _from_json(data: dict[str, Any]) -> RunOutcome:
-    from dataclasses import fields
+def _spool_of(config: pytest.Config, report_dir: Path | None) -> Path | None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or report_dir is None:
+        return None
+    return report_dir / f".xdist-runs-{workerinput.get('workerid', os.getpid())}.jsonl"
 
-    from harness.checkers.base import Result, Violation
-    from harness.outcome import RunOutcome, SkippedStep
 
-    known = {f.name for f in fields(RunOutcome)}
-    values = {k: v for k, v in data.items() if k in known}
-    values["results"] = tuple(
-        Result(r["checker"], r["valid"],
-               tuple(Violation(v["message"], tuple(v["records"])) for v in r["violations"]),
-               r["reached"], r["note"], dict(r["stats"]))
-        for r in data["results"])
-    values["skipped_faults"] = tuple(data.get("skipped_faults", ()))
-    values["skipped_steps"] = tuple(SkippedStep(**skip) for skip in data.get("skipped_steps", ()))
-    values["unclaimed"] = tuple(
-        Result(r["checker"], r["valid"],
-               tuple(Violation(v["message"], tuple(v["records"])) for v in r["violations"]),
-               r["reached"], r["note"], dict(r["stats"]))
-        for r in data.get("unclaimed", ()))
-    values["step_notes"] = tuple(data.get("step_notes", ()))
-    values["expected_failures"] = tuple(data.get("expected_failures", ()))
-    values["alive"] = tuple((float(t), int(n)) for t, n in data.get("alive", ()))
-    return RunOutcome(**values)
+def _read_spools(state: ChaosState) -> None:
+    """The xdist workers' finished runs, from their spool files (removed once read); a line
+    cut short by a kill is skipped."""
+    from harness.outcome import RunOutcome
+
+    report_dir = state.settings.report_dir
+    if report_dir is None:
+        return
+    for spool in sorted(report_dir.glob(SPOOL_GLOB)):
+        try:
+            lines = spool.read_text(encoding="utf-8").splitlines()
+            spool.unlink()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                data = json.loads(line)
+                outcome = RunOutcome.from_json(data["run"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            (state.shrunk if data.get("shrunk") else state.runs).append(outcome)
 
 
 # ---------------------------------------------------------------------------- collection
@@ -835,12 +873,12 @@ class ScenarioItem(_ChaosItem):
         return (self.schedule.path or self.path), None, f"{SUITE_NODE}: {self.spec} {self.name}"
 
     def runtest(self) -> None:
-        from harness.runner import run_schedule
+        from harness.jobs import run_one
 
         adapter = self.adapter()
-        with _virtual_wall_clock(adapter):
-            outcome = run_schedule(adapter, self.schedule, self.state.options(self.spec))
-        self.state.runs.append(outcome)
+        outcome = run_one(self.state.pool(), adapter, self.spec, self.schedule,
+                          self.state.options(self.spec))
+        self.state.record([outcome])
         if outcome.failed or outcome.unknown:
             raise ChaosFailure(_scenario_failure(outcome, self.schedule))
         if outcome.expected_violations:
@@ -858,7 +896,7 @@ class InvariantItem(_ChaosItem):
 
     def runtest(self) -> None:
         from harness.fanout import explore_fanned
-        from harness.runner import run_schedule
+        from harness.jobs import run_one
 
         adapter = self.adapter()
         if self.invariant not in self.state.claimed(self.spec):
@@ -870,16 +908,16 @@ class InvariantItem(_ChaosItem):
         options = self.state.options(self.spec)
         # As `durable-chaos run`: seed-derived batches, the same schedules for any number of
         # workers; outside the frozen clock, since the parent waits on workers in real time.
+        pool = self.state.pool()
         found = explore_fanned(adapter, self.spec, settings.schedules, seed,
                                replace(options, report_dir=None), workers=settings.workers,
-                               invariant=self.invariant)
-        with _virtual_wall_clock(adapter):
-            # Saved under a name of this item's own: every item's shrinking restarts the
-            # names at "shrunk-generated-0", and the report keeps one directory per name.
-            minimal = [run_schedule(adapter, _renamed(m, f"{self.invariant}-{m.name}"),
-                                    options) for m in found.shrunk]
-        self.state.runs.extend(found.runs)
-        self.state.shrunk.extend(minimal)
+                               invariant=self.invariant, pool=pool)
+        # Named after this item: every item's shrinking restarts the names at
+        # "shrunk-generated-0".
+        minimal = [run_one(pool, adapter, self.spec,
+                           _renamed(m, f"{self.invariant}-{m.name}"), options)
+                   for m in found.shrunk]
+        self.state.record(found.runs, minimal)
         if minimal:
             raise ChaosFailure(_generated_failure(self, minimal[0], seed, found.examples))
         crashed = [r for r in found.runs if r.error is not None]
@@ -899,19 +937,6 @@ def _renamed(outcome: RunOutcome, name: str) -> Schedule:
 
     schedule = parse_scenario(tomllib.loads(outcome.schedule_toml), "<shrunk>", name)
     return replace(schedule, name=name, source="generated", path=None)
-
-
-def _virtual_wall_clock(adapter: Adapter) -> Any:
-    # One freezer per item: starting freezegun costs more than a whole simulated schedule,
-    # and leaving it on for the session would freeze the project's own tests. Only on the
-    # simulator: a real engine's adapter waits on time.monotonic(), which a freezer stops.
-    from contextlib import nullcontext
-
-    from harness.clock import VirtualClock, wall_clock_follows
-
-    if adapter.engine != "sim":
-        return nullcontext()
-    return wall_clock_follows(VirtualClock())
 
 
 def _scenario_failure(outcome: RunOutcome, schedule: Schedule) -> str:
@@ -947,7 +972,7 @@ def _generated_failure(item: InvariantItem, minimal: RunOutcome, seed: int,
                 f"fail again when replayed ({result.outcome if result else 'not checked'})")
     others = sorted(r.checker for r in minimal.results
                     if r.valid is False and r.checker != item.invariant)
-    steps = sum(1 for line in minimal.schedule_toml.splitlines() if line == "[[step]]")
+    steps = minimal.steps
     lines = [head]
     if others:
         lines.append(f"(this schedule also breaks: {', '.join(others)})")

@@ -21,6 +21,15 @@ class Progress:
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._last = 0.0
 
+    def _write(self, text: str) -> None:
+        """A terminal that is closed or full (`2>/dev/full`) ends the progress display, not
+        the suite: the verdict is the exit status."""
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.enabled = False
+
     def update(self, outcome: RunOutcome) -> None:
         self.done += 1
         bad = [r.checker for r in outcome.unexpected_violations]
@@ -38,21 +47,15 @@ class Progress:
                          f"{status}  ({self.violations} violation(s) so far)")
         now = wall()
         if self.tty:
-            self.stream.write("\r\x1b[2K" + line[:160])
-            if bad:
-                self.stream.write("\n")
+            self._write("\r\x1b[2K" + line[:160] + ("\n" if bad else ""))
         elif bad or outcome.source == "scenario" or now - self._last > 2.0:
-            self.stream.write(line + "\n")
+            self._write(line + "\n")
             self._last = now
-        self.stream.flush()
 
     def message(self, text: str) -> None:
         if self.enabled:
-            if self.tty:
-                self.stream.write("\r\x1b[2K")
-            self.stream.write(printable(text) + "\n")
-            self.stream.flush()
+            self._write(("\r\x1b[2K" if self.tty else "") + printable(text) + "\n")
 
     def close(self) -> None:
         if self.enabled and self.tty:
-            self.stream.write("\n")
+            self._write("\n")

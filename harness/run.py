@@ -17,8 +17,11 @@ The lifecycle of one run (`run_schedule`), written once:
 
 from __future__ import annotations
 
+import contextlib
 import math
-import re
+import os
+import signal
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -38,12 +41,14 @@ from harness.adapters.base import not_a_runtime
 from harness.checkers import ALL
 from harness.checkers.base import CheckConfig, Checker, Result, run_checkers
 from harness.clock import wall_clock_follows
-from harness.errors import AdapterUnavailable, RunTimeout
+from harness.errors import AdapterUnavailable, OutputUnwritable, RunTimeout
+from harness.evidence import claim_run_dir, slug, write_text
 from harness.history import History, Record, fmt_duration
-from harness.outcome import RunOutcome, SkippedStep
+from harness.outcome import RunOutcome, SkippedStep, StepNote
 from harness.scaling import real_seconds
 from harness.schedules.model import FAULT_ACTIONS, STEP_KINDS, Schedule, Step
 from harness.sim import Simulator
+from harness.supervisor import beat, guard, in_worker
 from harness.watchdog import Watchdog
 
 # freezegun replaces module attributes that are the real time functions; one kept inside a
@@ -99,12 +104,19 @@ def horizon_of(schedule: Schedule, config: CheckConfig) -> float:
     return last + config.max_wait + config.hand_off_after + 3600.0
 
 
+# Real seconds the threads a runtime started get to end after its close().
+THREAD_GRACE = 1.0
+
+
 def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> RunOutcome:
     """Run one schedule; see the module docstring for the lifecycle."""
+    beat()  # a supervising parent counts the runs started: which one a lost worker held
+    threads_before = {t.ident for t in threading.enumerate()}
+    children_before = _children()
     history = History(wall=None if adapter.engine == "sim" else real_seconds())
     started = wall()
     skipped: list[SkippedStep] = []
-    notes: list[str] = []
+    notes: list[StepNote] = []
     error: str | None = None
     runtime: Runtime | None = None
     opened = False
@@ -137,8 +149,9 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
                     now = _now(runtime, now)
                     late = now - step.at
                     if late > LATE_AFTER:
-                        notes.append(f"step {number} ({_step_label(step)}) applied "
-                                     f"{fmt_duration(late)} late")
+                        notes.append(StepNote("late", number, f"step {number} "
+                                              f"({_step_label(step)}) applied "
+                                              f"{fmt_duration(late)} late"))
                     _apply(runtime, step, history, skipped, messages, adapter.engine, notes,
                            number)
                 # Every engine's clock reads scenario time (a real one is virtual too).
@@ -164,7 +177,8 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
             error = f"open() failed: {error}"
         history.add("run.error", data={"error": error})
     closing = _close(runtime, limit)
-    error = error or closing
+    error = error or closing or _threads_left(threads_before) or \
+        _processes_left(children_before)
     elapsed = wall() - started
     if error is None:
         judged = tuple(run_checkers(options.checkers, history, check_config))
@@ -197,9 +211,11 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         step_kinds=_step_kinds(schedule),
         alive=_alive(summarised),
         opened=opened,
-        step_notes=tuple(notes),
+        step_notes=tuple(note.text for note in notes),
+        notes=tuple(notes),
         skipped_steps=tuple(skipped),
         unclaimed=tuple(r for r in judged if r.checker not in claimed),
+        steps=len(schedule.steps),
     )
     return _save(outcome, schedule, history, options)
 
@@ -207,6 +223,95 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
 def _step_kinds(schedule: Schedule) -> tuple[str, ...]:
     held = schedule.step_kinds()
     return tuple(kind for kind in STEP_KINDS if kind in held)
+
+
+def _threads_left(before: set[int | None]) -> str | None:
+    """Why the run is unknown when its runtime left threads running after close() (a pump,
+    an executor never shut down: they act on after the run, on the next run's world), or
+    None. They get `THREAD_GRACE` to end first."""
+    def left() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.ident not in before and not t.daemon
+                and t.is_alive() and t is not threading.current_thread()]
+
+    threads = left()
+    give_up = wall() + THREAD_GRACE
+    for thread in threads:
+        thread.join(max(0.0, give_up - wall()))
+    threads = left()
+    if not threads:
+        return None
+    names = ", ".join(sorted(t.name for t in threads))
+    return (f"the runtime left {len(threads)} thread(s) running after close() ({names}); "
+            "stop them in close()")
+
+
+def _children() -> set[int]:
+    """This process's live child processes (Linux; elsewhere none are known)."""
+    import glob
+
+    found: set[int] = set()
+    for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        try:
+            with open(path, encoding="ascii") as handle:
+                found.update(int(pid) for pid in handle.read().split())
+        except (OSError, ValueError):
+            continue
+    return {pid for pid in found if not _zombie(pid)}
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    if state == "Z":
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+        return True
+    return False
+
+
+def _processes_left(before: set[int]) -> str | None:
+    """Why the run is unknown when its runtime left child processes running after close()
+    (a fork that went on, a server never stopped), or None; they are killed. Only in a
+    supervised worker: a user's own test that opens a runtime is its own business."""
+    if not in_worker():
+        return None
+    give_up = wall() + THREAD_GRACE
+    left = _children() - before
+    while left and wall() < give_up:
+        time.sleep(0.05)
+        left = _children() - before
+    if not left:
+        return None
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, 0)
+    return (f"the runtime left {len(left)} process(es) running after close() (a fork, or a "
+            "server it started); they were killed: stop them in close()")
+
+
+def lost_outcome(adapter: Adapter, spec: str, schedule: Schedule, options: RunOptions,
+                 why: str) -> RunOutcome:
+    """The outcome of a run whose worker process was lost (see harness.supervisor): unknown,
+    saying why, with its schedule saved for a replay when the report keeps histories."""
+    history = History()
+    history.add("run.error", data={"error": why})
+    claimed = set(claimed_invariants(adapter, options.invariants, _known(options.checkers)))
+    outcome = RunOutcome(
+        name=schedule.name, adapter=adapter.name, seed=schedule.seed, source=schedule.source,
+        results=tuple(Result(c.name, None, reached=False, note=f"adapter crashed: {why}")
+                      for c in options.checkers if c.name in claimed),
+        schedule_toml=schedule.to_toml(),
+        replay_command=_replay(spec, schedule.path, schedule, options.run_timeout,
+                               options.invariants),
+        error=why, expected=_expected(schedule),
+        expected_failures=tuple(k for k, v in schedule.expect if v == "fails"),
+        step_kinds=_step_kinds(schedule), steps=len(schedule.steps))
+    return _save(outcome, schedule, history, replace(options, save_history=True))
 
 
 def _injected(schedule: Schedule, skipped: Sequence[SkippedStep]) -> dict[str, int]:
@@ -291,7 +396,8 @@ def follow_wall_clock(runtime: Runtime, engine: str = "sim") -> Iterator[None]:
 
 
 def _apply(runtime: Runtime, step: Step, history: History, skipped: list[SkippedStep],
-           messages: dict[str, int], engine: str = "sim", notes: list[str] | None = None,
+           messages: dict[str, int], engine: str = "sim",
+           notes: list[StepNote] | None = None,
            number: int = 0) -> None:
     action = step.action
     notes = notes if notes is not None else []
@@ -300,8 +406,8 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
         # Not applied, and said so: a step the runtime cannot take must not read as a step
         # it took and survived.
         skipped.append(SkippedStep(number, action, step.at, lacks))
-        notes.append(f"step {number} ({_step_label(step)}) skipped: the runtime lacks "
-                     f"{lacks}")
+        notes.append(StepNote("skipped", number, f"step {number} ({_step_label(step)}) "
+                              f"skipped: the runtime lacks {lacks}"))
         history.add("step.skipped", "info", data={"step": number, "action": action,
                                                   "lacks": lacks})
         return
@@ -323,9 +429,10 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
             history.add(kind, "invoke", session=session)
             # The history keeps its words of before: same seed, same bytes.
             history.add(kind, "fail", session=session, data={"reason": "no open card"})
-            notes.append(f"step {number} ({_step_label(step)}) dropped: {reason}"
-                         + ("" if session in messages else
-                            " (no message was sent to it before)"))
+            notes.append(StepNote("dropped", number, f"step {number} ({_step_label(step)}) "
+                                  f"dropped: {reason}"
+                                  + ("" if session in messages else
+                                     " (no message was sent to it before)")))
             return
         card = cards[0]
         data = {"decision": step.get("decision")} if action == "answer" else {}
@@ -339,8 +446,9 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
     elif action == "cancel":
         session = step.get("session")
         if session not in messages:
-            notes.append(f"step {number} ({_step_label(step)}): unknown session (no "
-                         "message was sent to it before)")
+            notes.append(StepNote("unknown session", number, f"step {number} "
+                                  f"({_step_label(step)}): unknown session (no message was "
+                                  "sent to it before)"))
         history.add("op.cancel", "invoke", session=session)
         runtime.cancel(session)  # type: ignore[attr-defined]
         history.add("op.cancel", "ok", session=session)
@@ -461,14 +569,14 @@ def _expected(schedule: Schedule) -> str | None:
 
 
 def _slug(text: str) -> str:
-    # At most 100 characters: a directory name has a limit (255 bytes on most filesystems).
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:100] or "run"
+    return slug(text)
 
 
 def _save(outcome: RunOutcome, schedule: Schedule, history: History,
           options: RunOptions) -> RunOutcome:
     """The outcome, with its history and schedule saved when the report keeps them (a
     scenario's run, a failing or unknown one) and the replay command that names them."""
+    guard()  # a process the adapter forked, running on in harness code, writes nothing
     spec = options.adapter_spec
     timeout = options.run_timeout
     invariants = options.invariants
@@ -476,11 +584,14 @@ def _save(outcome: RunOutcome, schedule: Schedule, history: History,
         return outcome
     if not (schedule.source == "scenario" or outcome.failed or outcome.unknown):
         return outcome
-    run_dir = options.report_dir / "runs" / _slug(outcome.adapter) / _slug(schedule.name)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    history_path = history.save(run_dir / "history.jsonl")
+    run_dir = claim_run_dir(options.report_dir, outcome.adapter, schedule.name)
+    try:
+        history_path = history.save(run_dir / "history.jsonl")
+    except OSError as exc:
+        raise OutputUnwritable(str(run_dir / "history.jsonl"), exc.strerror or str(exc)) \
+            from None
     schedule_path = run_dir / "schedule.toml"
-    schedule_path.write_text(schedule.to_toml(), encoding="utf-8")
+    write_text(schedule_path, schedule.to_toml())
     replay_from = schedule.path if schedule.source == "scenario" and schedule.path else None
     return replace(outcome, history_path=str(history_path),
                    replay_command=_replay(spec, replay_from or str(schedule_path), schedule,

@@ -8,20 +8,30 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 from collections.abc import Sequence
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import harness.schedules.library as scenario_library
 from harness.adapters import load_adapter
-from harness.errors import AdapterUnavailable, Terminated, UsageError, WorkerLost
-from harness.exploration import _suite_freezer
+from harness.errors import (
+    AdapterUnavailable,
+    OutputUnwritable,
+    Terminated,
+    UsageError,
+    WorkerLost,
+)
+from harness.evidence import ReportLock, signals_deferred, sweep_scratch
 from harness.fanout import default_workers, explore_fanned
+from harness.jobs import dispatch_runs
 from harness.outcome import RunOutcome, SuiteOutcome
 from harness.progress import Progress
-from harness.run import RunOptions, run_schedule, wall
+from harness.run import RunOptions, wall
 from harness.schedules.model import Schedule
+from harness.supervisor import pool_of
 
 
 def environment() -> dict[str, str]:
@@ -69,12 +79,14 @@ def run_suite(
 ) -> SuiteOutcome:
     """Scenarios then generated schedules, per adapter; writes the report even if interrupted.
 
-    Generated schedules are fanned out over `workers` processes (default: every core for the
-    simulator, one for a real engine) or, with `ray` (an address or "local"), over a Ray
-    cluster; the seed alone decides which schedules run and their verdicts (harness.fanout).
-    `invariants` overrides every adapter's `claims` (`--invariants`).
+    Every run happens in a supervised worker process (harness.supervisor), never here: a
+    worker that dies or hangs makes its run unknown. Scenario files are spread over the same
+    pool and reported in their order; generated schedules are fanned out over it (default:
+    every core for the simulator, one for a real engine) or, with `ray` (an address or
+    "local"), over a Ray cluster; the seed alone decides which schedules run and their
+    verdicts (harness.fanout). `invariants` overrides every adapter's `claims`.
     A spent time budget or an interruption stops every worker and marks the suite
-    incomplete.
+    incomplete. The report directory is locked for the run (harness.evidence).
 
     Raises `AdapterUnavailable` (after writing the report) when an adapter's `open()` fails on
     its first run: every other run would fail the same way and prove nothing.
@@ -88,15 +100,22 @@ def run_suite(
     interrupted: str | None = None
     cannot_open: _CannotOpen | None = None
     lost: WorkerLost | UsageError | None = None
+    output_error: str | None = None
     total = len(adapters) * (len(scenarios) + schedules)
     bar = Progress(total, stream, progress)
-    if report_dir is not None:
-        report_dir.mkdir(parents=True, exist_ok=True)
+    sweep_scratch()
     with ExitStack() as outer:
+        if report_dir is not None:
+            try:
+                report_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise OutputUnwritable(str(report_dir), exc.strerror or str(exc)) from None
+            outer.enter_context(ReportLock(report_dir))
+            fresh_runs_dir(report_dir)
+        slots = default_workers([a for _, a in adapters], workers if ray is None else None)
         try:
+            pool = outer.enter_context(pool_of(slots))
             for spec, adapter in adapters:
-                stack = outer.enter_context(ExitStack())
-                stack.enter_context(_suite_freezer(adapter))
                 options = RunOptions(adapter_spec=spec, report_dir=report_dir,
                                      run_timeout=run_timeout,
                                      invariants=None if invariants is None
@@ -111,19 +130,14 @@ def run_suite(
                         raise _CannotOpen(spec, outcome.error or "open() failed")
                     first[0] = False
 
-                for scenario in scenarios:
-                    if deadline is not None and wall() > deadline:
-                        complete = False
-                        break
-                    record(run_schedule(adapter, scenario, options))
-                # The fan-out's parent waits on workers: no frozen clock there (each batch
-                # freezes its own).
-                stack.close()
-                if schedules > 0:
+                if not dispatch_runs(pool, adapter, spec, scenarios, options, record,
+                                     deadline):
+                    complete = False
+                if schedules > 0 and complete:
                     result = explore_fanned(adapter, spec, schedules, seed, options,
-                                            workers=(workers if ray is not None else
-                                                     default_workers([adapter], workers)),
-                                            ray=ray, deadline=deadline, on_run=record)
+                                            workers=workers, ray=ray, deadline=deadline,
+                                            on_run=record,
+                                            pool=None if ray is not None else pool)
                     shrunk.extend(result.shrunk)
                     for minimal in result.shrunk:
                         bad = [r for r in minimal.results if r.valid is False]
@@ -131,7 +145,7 @@ def run_suite(
                                 "the time budget)" if minimal.shrink_cut_short else
                                 "minimal failing schedule")
                         for r in bad:
-                            bar.message(f"{what} ({len(_steps(minimal))} steps) for "
+                            bar.message(f"{what} ({minimal.steps} steps) for "
                                         f"{r.checker}: {minimal.replay_command}")
                     if result.out_of_time:
                         complete = False
@@ -140,6 +154,9 @@ def run_suite(
         except _CannotOpen as exc:
             complete = False
             cannot_open = exc
+        except OutputUnwritable as exc:
+            complete = False
+            output_error = str(exc)
         except (WorkerLost, UsageError) as exc:
             # A worker lost, or a usage error found only by a worker (an adapter that does
             # not load on a Ray node): the report of what ran is written, then it is raised.
@@ -153,25 +170,57 @@ def run_suite(
             bar.message("interrupted: writing the report of what ran so far")
         finally:
             bar.close()
-    suite = SuiteOutcome(
-        adapters=tuple(adapter.name for _, adapter in adapters),
-        seed=seed,
-        scenario_sets=scenario_library.describe_sets(scenarios),
-        runs=tuple(runs),
-        wall_time=wall() - started,
-        complete=complete,
-        environment=environment(),
-        shrunk=tuple(shrunk),
-        interrupted=interrupted,
-    )
-    if report_dir is not None:
-        write_outputs(suite, report_dir)
+        suite = SuiteOutcome(
+            adapters=tuple(adapter.name for _, adapter in adapters),
+            seed=seed,
+            scenario_sets=scenario_library.describe_sets(scenarios),
+            runs=tuple(runs),
+            wall_time=wall() - started,
+            complete=complete,
+            environment=environment(),
+            shrunk=tuple(shrunk),
+            interrupted=interrupted,
+            output_error=output_error,
+        )
+        if report_dir is not None:
+            suite = write_guarded(suite, report_dir)
     if lost is not None:
         raise lost
     if cannot_open is not None:
         raise AdapterUnavailable(f"adapter {cannot_open.spec!r} cannot run here: "
                                  f"{cannot_open.error}")
     return suite
+
+
+def write_guarded(suite: SuiteOutcome, report_dir: Path) -> SuiteOutcome:
+    """Write the report with Ctrl-C and SIGTERM held off until it is whole; the suite, with
+    `output_error` set when it could not be written. A signal that arrived meanwhile stops
+    a suite that was complete as it would have stopped it before."""
+    with signals_deferred() as arrived:
+        try:
+            write_outputs(suite, report_dir)
+        except OutputUnwritable as exc:
+            suite = replace(suite, output_error=suite.output_error or str(exc))
+    if arrived and suite.interrupted is None:
+        import signal
+
+        suite = replace(suite, complete=False, interrupted=(
+            "SIGTERM" if signal.SIGTERM in arrived else "SIGINT"))
+    return suite
+
+
+def fresh_runs_dir(report_dir: Path) -> None:
+    """The previous run's histories go, so that this run's are never mixed with them (the
+    report that named them is replaced by this run's)."""
+    old = report_dir / "runs"
+    if not old.is_dir() or old.is_symlink():
+        return
+    aside = report_dir / f".runs-old-{os.getpid()}"
+    try:
+        old.rename(aside)
+    except OSError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _steps(outcome: RunOutcome) -> list[str]:

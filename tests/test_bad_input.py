@@ -196,7 +196,7 @@ INI = [
     ("chaos_workers = 0", "chaos_workers in the ini file tox.ini: expected a number of worker "
                           "processes >= 1"),
     ("chaos_run_timeout = soon", "chaos_run_timeout in the ini file tox.ini: expected a "
-                                 "positive duration"),
+                                 "duration like"),
     ("chaos_scenarios = nowhere", "chaos_scenarios in the ini file tox.ini: nowhere does not "
                                   "exist"),
     ("chaos_invariants = bogus", "chaos_invariants in the ini file tox.ini: unknown invariant "

@@ -206,6 +206,13 @@ def test_a_forked_worker_gets_its_own_timer_thread() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -220,13 +227,16 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_a_killed_worker_ends_the_suite_unjudged_instead_of_hanging(tmp_path: Path) -> None:
-    """multiprocessing's pool replaces a dead worker and never completes the batch it held;
-    the parent notices, writes the report of what ran (incomplete) and exits 3."""
+def test_a_killed_worker_makes_its_run_unknown_and_the_suite_goes_on(tmp_path: Path) -> None:
+    """A worker killed in the middle of a batch loses only the run it held: that run is
+    unknown, naming the signal, a fresh worker takes the next batch, and the suite ends
+    (here by its time budget) with exit 3 and a report that names the lost run. A worker
+    killed before its batch's first run started loses nothing: the batch is sent again
+    (then the suite exits 0; which one happens is a race with the kill)."""
     report = tmp_path / "report"
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", "--scenarios", "none", "--schedules",
-         "100000", "--workers", "2", "--report-dir", str(report)],
+         "100000", "--workers", "2", "--time-budget", "12", "--report-dir", str(report)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True)
     try:
@@ -234,14 +244,20 @@ def test_a_killed_worker_ends_the_suite_unjudged_instead_of_hanging(tmp_path: Pa
         line = proc.stderr.readline()  # ready: a batch came back
         assert line.startswith("["), line
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
-        workers = [p for p in _children(proc.pid)
-                   if Path(f"/proc/{p}/cmdline").read_bytes() == cmdline]
+        give_up = time.monotonic() + 10
+        workers: list[int] = []
+        while len(workers) < 2 and time.monotonic() < give_up:
+            workers = [p for p in _children(proc.pid)
+                       if _cmdline(p) == cmdline]
         assert len(workers) == 2, workers
         os.kill(workers[0], signal.SIGKILL)
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 3, err
-        assert "a worker process died" in err
-        assert 'class="incomplete"' in (report / "index.html").read_text(encoding="utf-8")
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode in (0, 3), err
+        assert "time budget spent" in err
+        page = (report / "index.html").read_text(encoding="utf-8")
+        if proc.returncode == 3:
+            assert "unknown: 1 run(s)" in out and "killed by SIGKILL" in out
+            assert "killed by SIGKILL" in page
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -465,7 +465,7 @@ BAD_INPUT = [
                                                  + MESSAGE),
      "field 'name': contains control characters"),
     ("--report-dir is a file", _report_dir_file, "is a file, not a directory"),
-    ("--report-dir under a file", _report_dir_under_file, "cannot write there"),
+    ("--report-dir under a file", _report_dir_under_file, "is under the file"),
     ("--report-dir unwritable", _report_dir_unwritable, "cannot write there"),
     ("adapter module raises on import", _adapter_module("raise RuntimeError('no config')\n"),
      "raised RuntimeError: no config; fix the module"),
@@ -519,13 +519,14 @@ def test_escape_sequences_in_an_adapter_name_are_escaped_on_the_terminal(
     assert "\\x1b[2Jevil\\rname: 1 run(s)" in out
 
 
-def test_a_scenario_naming_a_host_that_does_not_exist_exits_3(
+def test_a_scenario_naming_a_host_that_does_not_exist_exits_2_naming_file_and_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     scenario = _scenario(tmp_path, MESSAGE + '[[step]]\nat = "1m"\ndo = "crash"\n'
                          'host = "no-such-host"\n')
-    assert main(_run(report=tmp_path / "r", scenario=scenario)) == 3
-    assert "unknown host 'no-such-host'" in capsys.readouterr().out
+    assert main(_run(report=tmp_path / "r", scenario=scenario)) == 2
+    err = capsys.readouterr().err
+    assert f"{scenario}: field 'step[1].host': no host 'no-such-host'" in err
 
 
 EARLY_ANSWER = """\

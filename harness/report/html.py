@@ -1082,5 +1082,8 @@ def render(suite: SuiteOutcome, summary: Summary | None = None) -> str:
 
 
 def write(suite: SuiteOutcome, path: Path, summary: Summary | None = None) -> Path:
-    path.write_text(render(suite, summary), encoding="utf-8")
+    from harness.evidence import atomic_write_text
+
+    # Atomic: a kill or a second Ctrl-C while writing leaves the old file or the new one.
+    atomic_write_text(path, render(suite, summary))
     return path

@@ -28,6 +28,7 @@ MAX_NAME = 100
 def load_scenario(path: str | Path) -> Schedule:
     path = Path(path)
     where = str(path)
+    _regular_file(path, where)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -42,7 +43,37 @@ def load_scenario(path: str | Path) -> Schedule:
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(where, "-", f"not valid TOML ({exc})",
                             "see scenarios/README.md for the format") from None
+    except RecursionError:
+        raise ScenarioError(where, "-", "nested too deeply for the TOML parser",
+                            "a scenario is a flat table with [[step]] blocks") from None
     return parse_scenario(data, where, path.stem)
+
+
+# Larger than any scenario a person writes (the library's largest is a few kilobytes); a
+# file past it is not a scenario, and reading it whole would cost its size in memory.
+MAX_BYTES = 10 * 1024 * 1024
+
+
+def _regular_file(path: Path, where: str) -> None:
+    """A ScenarioError unless `path` is a regular file of a sane size: a FIFO would block
+    the read forever, a directory named x.toml or a device is not a scenario."""
+    import os
+    import stat
+
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise ScenarioError(where, "-", f"cannot read the file ({exc.strerror})",
+                            "check the path") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(info.st_mode) else
+                "a FIFO" if stat.S_ISFIFO(info.st_mode) else
+                "a socket" if stat.S_ISSOCK(info.st_mode) else "a device")
+        raise ScenarioError(where, "-", f"is {kind}, not a regular file",
+                            "give a scenario file (*.toml)")
+    if info.st_size > MAX_BYTES:
+        raise ScenarioError(where, "-", f"{info.st_size} bytes, more than {MAX_BYTES}",
+                            "a scenario file is a few kilobytes")
 
 
 def parse_scenario(data: dict[str, Any], where: str, default_name: str) -> Schedule:
@@ -80,6 +111,7 @@ def parse_scenario(data: dict[str, Any], where: str, default_name: str) -> Sched
         raise ScenarioError(where, "step", "a scenario needs at least one [[step]]",
                             'add [[step]] with at = "0s" and do = "message"')
     steps = tuple(_step(raw, where, i) for i, raw in enumerate(raw_steps))
+    _hosts_exist(steps, hosts, where)
     if horizon is not None:
         # The runner applies every step, then runs to the horizon: a step after it would run
         # past the end the file sets, and a checker's bound (liveness) would not cover it.
@@ -99,6 +131,29 @@ def parse_scenario(data: dict[str, Any], where: str, default_name: str) -> Sched
         source="scenario",
         path=where,
     )
+
+
+def _hosts_exist(steps: tuple[Step, ...], hosts: int, where: str) -> None:
+    """Every `host` a step names can exist: 'owner', 'any', 'latest/N' or 'depK.hN' with N
+    at most `hosts` and K at most the deployments there are (the first, one per deploy
+    step). Found at load time, naming the field, not as an unknown run minutes later."""
+    import re
+
+    deployments = 1 + sum(1 for step in steps if step.action == "deploy")
+    for index, step in enumerate(steps):
+        host = step.get("host")
+        if not isinstance(host, str) or host in ("owner", "any"):
+            continue
+        latest = re.fullmatch(r"latest/(\d+)", host)
+        named = re.fullmatch(r"dep(\d+)\.h(\d+)", host)
+        if latest and 1 <= int(latest[1]) <= hosts:
+            continue
+        if named and 1 <= int(named[1]) <= deployments and 1 <= int(named[2]) <= hosts:
+            continue
+        raise ScenarioError(where, f"step[{index}].host", f"no host {host!r} here "
+                            f"(hosts = {hosts}, {deployments} deployment(s))",
+                            f"use 'owner', 'any', 'latest/N' or 'depK.hN' (N from 1 to "
+                            f"{hosts})")
 
 
 def _expect(raw: Any, where: str) -> tuple[tuple[str, str], ...]:
