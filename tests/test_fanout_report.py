@@ -51,3 +51,19 @@ def test_the_summary_names_invariants_adapters_and_minimal_schedules_once(
     failing = suite.runs[-1]
     assert summary.shrunk_for(failing) is shrunk_for(failing, suite)
     assert summary.shrunk_for(failing) is summary.shrunk_for(failing)  # looked up once
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_step_kinds_count_every_generated_schedule_of_a_fan_out(tmp_path: Path,
+                                                                workers: int) -> None:
+    """Passing runs come back from the workers without their schedule text; each is still
+    one schedule of the step-kind counts (they were once all counted as one)."""
+    from harness.report.summary import step_kinds_of
+
+    suite = run_suite(["reference"], [], schedules=60, seed=3, report_dir=tmp_path,
+                      progress=False, workers=workers)
+    generated = [r for r in suite.runs if r.source == "generated"]
+    assert len(generated) == 60
+    held = step_kinds_of(suite.runs)
+    assert held.schedules == 60
+    assert dict(held.counts)["message"] == 60

@@ -123,12 +123,15 @@ class StepKinds:
 
 def step_kinds_of(runs: Iterable[RunOutcome]) -> StepKinds:
     """Per step kind, the generated schedules holding it, each schedule counted once."""
-    seen: set[str] = set()
+    # A schedule is known by its name and seed (two adapters run the same one): a passing
+    # run fanned out comes back without its schedule text (harness.fanout).
+    seen: set[tuple[str, int]] = set()
     counts = dict.fromkeys(STEP_KINDS, 0)
     for run in runs:
-        if run.source != "generated" or run.schedule_toml in seen:
+        key = (run.name, run.seed)
+        if run.source != "generated" or key in seen:
             continue
-        seen.add(run.schedule_toml)
+        seen.add(key)
         for kind in run.step_kinds:
             counts[kind] = counts.get(kind, 0) + 1
     return StepKinds(len(seen), tuple(counts.items()))
