@@ -79,6 +79,39 @@ def failing(outcome: RunOutcome) -> dict[str, str]:
     return {r.checker: r.witness() for r in outcome.results if r.valid is not True}
 
 
+def component_groups(pid: int, kinds: Iterable[str]) -> dict[int, tuple[int, str]]:
+    """The components a command started, found among all its descendants (pid -> (pgid,
+    kind)): the command runs adapters in a supervised worker process of its own, so the
+    components are the worker's children, not the command's."""
+    kinds = tuple(kinds)
+    parent: dict[int, int] = {}
+    cmdlines: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdlines[int(entry.name)] = (
+                (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+        parent[int(entry.name)] = int(stat[stat.rfind(")") + 2:].split()[1])
+    found: dict[int, tuple[int, str]] = {}
+    frontier = [pid]
+    while frontier:
+        below = [child for child, ppid in parent.items() if ppid in frontier]
+        frontier = below
+        for child in below:
+            kind = next((k for k in kinds if k in cmdlines.get(child, "")), None)
+            if kind is None:
+                continue
+            try:
+                found[child] = (os.getpgid(child), kind)
+            except ProcessLookupError:
+                continue
+    return found
+
+
 def groups_gone(pgids: Iterable[int], timeout: float = 15.0) -> None:
     """Every process of these groups has exited (bounded polling; zombies do not count)."""
     pgids = list(pgids)

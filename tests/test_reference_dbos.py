@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from pg_fixtures import pg_server_fixture  # noqa: F401
+from restate_fixtures import component_groups
 
 from harness.adapters import Adapter, load_adapter
 from harness.adapters.base import RunContext
@@ -251,25 +252,6 @@ def test_hosts_starting_together_create_the_state_table_once(pg_server: Postgres
 KINDS = ("toxiproxy-server", "postgres", "reference_impl.dbos.worker")
 
 
-def _child_groups(pid: int) -> dict[int, str]:
-    """Process groups of `pid`'s direct children that are components (pgid -> kind)."""
-    out: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            if int(stat[stat.rfind(")") + 2:].split()[1]) != pid:
-                continue
-            kind = next((k for k in KINDS if k in cmdline), None)
-            if kind is not None:
-                out[os.getpgid(int(entry.name))] = kind
-        except (OSError, ProcessLookupError):
-            continue
-    return out
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
 def test_nothing_left_running_after_ctrl_c_or_kill(tmp_path: Path, sig: signal.Signals) -> None:
     root = Path(__file__).resolve().parents[1]
@@ -282,7 +264,7 @@ def test_nothing_left_running_after_ctrl_c_or_kill(tmp_path: Path, sig: signal.S
     try:
         def started() -> bool | None:
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            groups.update(_child_groups(proc.pid))
+            groups.update(component_groups(proc.pid, KINDS).values())
             kinds = list(groups.values())
             return True if all(kinds.count(k) >= (2 if k == KINDS[2] else 1)
                                for k in KINDS) else None

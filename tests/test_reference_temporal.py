@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from restate_fixtures import failing, groups_gone, run, scenario
+from restate_fixtures import component_groups, failing, groups_gone, run, scenario
 
 from harness.adapters import load_adapter
 from harness.adapters.base import RunContext
@@ -199,24 +199,6 @@ def test_an_engine_that_never_settles_is_a_clock_stall_not_a_restate_one(
 _KINDS = ("temporal server", "toxiproxy-server", "postgres", "reference_impl.temporal.worker")
 
 
-def _groups_of_children(pid: int) -> dict[int, str]:
-    """Process groups of the direct children of `pid` (pgid -> kind), from /proc."""
-    out: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            fields = stat[stat.rfind(")") + 2:].split()
-            kind = next((k for k in _KINDS if k in cmdline), None)
-            if int(fields[1]) == pid and kind is not None:
-                out[os.getpgid(int(entry.name))] = kind
-        except (OSError, ProcessLookupError):
-            continue
-    return out
-
-
 @pytest.mark.real
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
 def test_nothing_left_running_after_ctrl_c_or_kill(temporal_stack: None, tmp_path: Path,
@@ -233,7 +215,7 @@ def test_nothing_left_running_after_ctrl_c_or_kill(temporal_stack: None, tmp_pat
     try:
         def started() -> bool | None:
             assert proc.poll() is None
-            groups.update(_groups_of_children(proc.pid))
+            groups.update(component_groups(proc.pid, _KINDS).values())
             kinds = list(groups.values())
             return True if all(kinds.count(k) >= (2 if "worker" in k else 1)
                                for k in _KINDS) else None

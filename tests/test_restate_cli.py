@@ -1,12 +1,13 @@
 """`durable-chaos run --adapter reference-restate` as a user runs it, in a subprocess, and what
 it leaves behind: nothing, whether the run ends, is interrupted (Ctrl-C) or is killed.
 
-The harness's components are its children, each the leader of its own process group:
+The harness's components are children of its supervised worker process (the command runs
+adapters in a worker of its own), each the leader of its own process group:
 restate-server, toxiproxy-server, the postmaster (its backends in its group) and the hypercorn
 workers. The tests note those groups while the command runs and check, by pgid, that no
 process of theirs is left once it is over. After a SIGKILL nothing of the harness runs its
-cleanup: the children die of the death signal they were started with (the postmaster's
-backends follow their postmaster).
+cleanup: the worker dies of its death signal, and the components of the death signal they were
+started with (the postmaster's backends follow their postmaster).
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from restate_fixtures import ROOT, SCENARIOS, groups_gone, require_real_stack
+from restate_fixtures import (
+    ROOT,
+    SCENARIOS,
+    component_groups,
+    groups_gone,
+    require_real_stack,
+)
 
 from harness.components.net import wait_until
 
@@ -33,27 +40,6 @@ KINDS = ("restate-server", "toxiproxy-server", "postgres", "hypercorn")
 @pytest.fixture(scope="module", autouse=True)
 def _real_stack() -> None:
     require_real_stack()
-
-
-def _children(pid: int) -> dict[int, str]:
-    """Direct children of `pid` (pid -> command line), from /proc."""
-    out: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if int(fields[1]) == pid:
-            out[int(entry.name)] = cmdline
-    return out
-
-
-def _kind(cmdline: str) -> str | None:
-    return next((k for k in KINDS if k in cmdline), None)
 
 
 class Harness:
@@ -70,14 +56,8 @@ class Harness:
         self.groups: dict[int, str] = {}
 
     def note_groups(self) -> dict[int, str]:
-        for pid, cmdline in _children(self.proc.pid).items():
-            kind = _kind(cmdline)
-            if kind is None:
-                continue
-            try:
-                self.groups.setdefault(os.getpgid(pid), kind)
-            except ProcessLookupError:
-                continue
+        for pgid, kind in component_groups(self.proc.pid, KINDS).values():
+            self.groups.setdefault(pgid, kind)
         return self.groups
 
     def wait_started(self, timeout: float = 90.0) -> None:
