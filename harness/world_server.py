@@ -33,7 +33,7 @@ from contract.ports import ProviderError
 from harness.history import History, RecordType
 from harness.world import World
 
-__all__ = ["Timer", "TimerTable", "WorldServer"]
+__all__ = ["WORLD_ROUTES", "Timer", "TimerTable", "WorldServer", "world_route"]
 
 _NAMED: Final = ("session", "turn", "tool_call", "epoch", "key")
 
@@ -202,30 +202,9 @@ class WorldServer:
                 return 200, {"deadline": timers.sleep(body)}
             if path == "/timers/send":
                 return 200, {"deadline": timers.send(body)}
-        w = self.world
-        if path == "/model/complete":
-            try:
-                return 200, self.run(w.provider.complete(
-                    session=body["session"], turn=body["turn"], step=int(body["step"]),
-                    messages=list(body["messages"]), idempotency_key=body["idempotency_key"]))
-            except ProviderError as exc:
-                return 500, {"error": str(exc)}
-        if path == "/email":
-            return 200, self.run(w.outbox.send_email(**body))
-        if path == "/charge":
-            return 200, self.run(w.ledger.charge(**body))
-        if path == "/has_access":
-            return 200, {"ok": self.run(w.directory.has_access(body["user"], body["tool"]))}
-        if path == "/lookup":
-            spec = self.run(w.directory.lookup(body["name"]))
-            return 200, {"spec": None if spec is None else {
-                "name": spec.name, "needs_approval": spec.needs_approval, "effect": spec.effect}}
-        if path == "/cards/show":
-            self.run(w.cards.show_card(**body))
-            return 200, {}
-        if path == "/cards/close":
-            self.run(w.cards.close_card(**body))
-            return 200, {}
+        if path in WORLD_ROUTES:
+            answered: tuple[int, Any] = self.run(world_route(self.world, path, body))
+            return answered
         if path == "/observe":
             self.observe(body)
             return 200, {}
@@ -255,6 +234,41 @@ class WorldServer:
                              deployment=self.deployment_of(host),
                              data={"point": point, "action": action})
         return action
+
+
+# The paths `world_route` serves: the world itself, what a runtime's own code calls.
+WORLD_ROUTES: Final = frozenset({"/model/complete", "/email", "/charge", "/has_access",
+                                 "/lookup", "/cards/show", "/cards/close"})
+
+
+async def world_route(w: World, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """One request to the world: (HTTP status, JSON payload). Shared by this server and the
+    simulator's in-process transport (`harness.sdk.transport`), so both serve the same routes
+    with the same faults."""
+    if path == "/model/complete":
+        try:
+            return 200, await w.provider.complete(
+                session=body["session"], turn=body["turn"], step=int(body["step"]),
+                messages=list(body["messages"]), idempotency_key=body["idempotency_key"])
+        except ProviderError as exc:
+            return 500, {"error": str(exc)}
+    if path == "/email":
+        return 200, await w.outbox.send_email(**body)
+    if path == "/charge":
+        return 200, await w.ledger.charge(**body)
+    if path == "/has_access":
+        return 200, {"ok": await w.directory.has_access(body["user"], body["tool"])}
+    if path == "/lookup":
+        spec = await w.directory.lookup(body["name"])
+        return 200, {"spec": None if spec is None else {
+            "name": spec.name, "needs_approval": spec.needs_approval, "effect": spec.effect}}
+    if path == "/cards/show":
+        await w.cards.show_card(**body)
+        return 200, {}
+    if path == "/cards/close":
+        await w.cards.close_card(**body)
+        return 200, {}
+    return 404, {"error": f"no endpoint {path}"}
 
 
 class _QuietServer(ThreadingHTTPServer):
