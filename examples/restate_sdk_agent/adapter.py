@@ -44,9 +44,7 @@ class AgentAdapter:
     def name(self) -> str:
         return "restate-sdk-agent" + "".join(f"+{d}" for d in sorted(self.defects))
 
-    @property
-    def description(self) -> str:
-        return "an approval agent written with restate-sdk, on the simulator"
+    description: str = "an approval agent written with restate-sdk"
 
     def check_config(self) -> CheckConfig:
         return CheckConfig(hand_off_after=agent.HAND_OFF.total_seconds(),

@@ -81,8 +81,8 @@ def refuse(call: str, why: str) -> Refused:
 class SdkState:
     """What the SDK layer keeps per simulator beyond the engine's own model."""
 
-    __slots__ = ("calls", "headers", "promises", "run_failures", "seed", "sent",
-                 "workflow_runs")
+    __slots__ = ("calls", "error_codes", "headers", "promises", "run_failures", "seed",
+                 "sent", "workflow_runs")
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
@@ -98,6 +98,8 @@ class SdkState:
         self.sent: dict[tuple[str, str | None, str], str] = {}
         # The invocation each call entry started: (caller, journal index) -> invocation id.
         self.calls: dict[tuple[str, int], str] = {}
+        # The status code of each invocation that ended with a terminal error.
+        self.error_codes: dict[str, int] = {}
 
 
 _STATES: dict[int, tuple[Simulator, SdkState]] = {}
@@ -213,9 +215,12 @@ class _Future:
         await self._settle()
         entry = self._entry
         if entry.error is not None:
-            code = entry.value if isinstance(entry.value, int) else 500
-            raise restate.TerminalError(entry.error, status_code=code)
+            raise restate.TerminalError(entry.error, status_code=self._code())
         return self._decode(entry.value)
+
+    def _code(self) -> int:
+        value = self._entry.value
+        return value if isinstance(value, int) else 500
 
     def is_completed(self) -> bool:
         return bool(self.context.ctx._peek(self))
@@ -244,6 +249,11 @@ class SimCallFuture(_Future, ServerCallDurableFuture[Any]):
                  child: str) -> None:
         self._setup(poller, entry, decode)
         self._child = child
+
+    def _code(self) -> int:
+        # The simulator carries a terminal error's message to the caller; its status code
+        # travels beside it, as Restate's failure carries both.
+        return int(self.context.ctx._state_obj.error_codes.get(self._child, 500))
 
     async def invocation_id(self) -> str:
         return self._child

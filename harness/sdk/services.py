@@ -90,6 +90,7 @@ def _wrap(handler: SdkHandler[Any, Any], service_kind: str) -> HandlerFn:
         if is_workflow_run:
             first = state.workflow_runs.setdefault((inv.service, inv.key or ""), inv.id)
             if first != inv.id:
+                state.error_codes[inv.id] = 409
                 raise TerminalError(f"workflow {inv.service}/{inv.key} already ran "
                                     f"(invocation {first})", 409)
         ctx = SdkContext(sim, att, state, kind=service_kind, input_bytes=payload)
@@ -105,6 +106,7 @@ def _wrap(handler: SdkHandler[Any, Any], service_kind: str) -> HandlerFn:
                 out = await fn(ctx)
             return bytes(io.output_serde.serialize(out))
         except restate.TerminalError as err:
+            state.error_codes[inv.id] = err.status_code
             raise TerminalError(err.message, err.status_code) from None
 
     return cast(HandlerFn, run)
