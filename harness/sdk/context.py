@@ -726,10 +726,7 @@ def _run_serde(action: Callable[..., Any], options: RunOptions[Any]) -> Serde[An
         return options.serde
     hint: Any = options.type_hint
     if hint is None:
-        try:
-            hint = inspect.signature(action, eval_str=True).return_annotation
-        except (TypeError, ValueError, NameError):
-            hint = None
+        hint = _return_annotation(action)
     if hint is not None and hint is not inspect.Signature.empty:
         kind, core = extract_core_type(hint)
         if kind in ("simple", "optional"):
@@ -737,6 +734,25 @@ def _run_serde(action: Callable[..., Any], options: RunOptions[Any]) -> Serde[An
     else:
         hint = None
     return cast(Serde[Any], options.serde.with_maybe_type(hint))
+
+
+_ANNOTATIONS: dict[Any, Any] = {}
+
+
+def _return_annotation(action: Callable[..., Any]) -> Any:
+    # `inspect.signature(eval_str=True)` evaluates string annotations each time (a tenth of
+    # a simulated schedule of the example agent); a function's code object names the same
+    # annotations every call, so the result is kept per code object.
+    code = getattr(action, "__code__", None)
+    if code is not None and code in _ANNOTATIONS:
+        return _ANNOTATIONS[code]
+    try:
+        hint = inspect.signature(action, eval_str=True).return_annotation
+    except (TypeError, ValueError, NameError):
+        hint = None
+    if code is not None and len(_ANNOTATIONS) < 4096:
+        _ANNOTATIONS[code] = hint
+    return hint
 
 
 def _settle_run(sim: Simulator, att: Attempt, entry: Entry, value: Any,

@@ -149,6 +149,15 @@ async def _aclose(self: httpx.AsyncHTTPTransport) -> None:
         await _originals["aclose"](self)
 
 
+def _no_proxies() -> dict[str, Any]:
+    # httpx reads the proxy settings from the environment for every new client (os.environ
+    # walked, a seventh of a simulated schedule); a routed client reaches no proxy.
+    if getattr(_local, "route", None) is None:
+        result: dict[str, Any] = _originals["get_environment_proxies"]()
+        return result
+    return {}
+
+
 def _install() -> None:
     global _original
     with _install_lock:
@@ -157,6 +166,10 @@ def _install() -> None:
             for name in ("__init__", "__aenter__", "__aexit__", "aclose"):
                 _originals[name] = getattr(cls, name)
             _original = cls.handle_async_request
+            client_module: Any = httpx._client
+            if hasattr(client_module, "get_environment_proxies"):
+                _originals["get_environment_proxies"] = client_module.get_environment_proxies
+                client_module.get_environment_proxies = _no_proxies
             cls.handle_async_request = _routed  # type: ignore[method-assign]
             cls.__init__ = _init  # type: ignore[method-assign]
             cls.__aenter__ = _aenter  # type: ignore[method-assign,assignment]
