@@ -72,3 +72,12 @@ def test_the_same_services_answer_the_same_on_real_restate_and_the_simulator() -
         world.stop()
     assert real == story_on_the_simulator()
     assert real["emails"] == ["mail-s1.s1.m1.t1"] and real["card"] == "answered"
+
+
+def test_the_differential_check_finds_no_difference_on_a_gc_pause() -> None:
+    from examples.restate_sdk_agent.adapter import ADAPTER
+    from harness.schedules.scenario_file import load_scenario
+    from harness.sdk.differential import REAL_SCENARIOS, differences
+
+    schedule = load_scenario(REAL_SCENARIOS / "10-gc-pause-holding-control-row.toml")
+    assert differences(ADAPTER, [schedule]) == []

@@ -28,8 +28,10 @@ from typing import Any
 import httpx
 import restate
 
-HAND_OFF = timedelta(minutes=5)
-MAX_WAIT = timedelta(days=8)
+# Under a chaos run on a real server (no time skipping) every duration is divided by this.
+SCALE = float(os.environ.get("AGENT_TIME_SCALE", "1"))
+HAND_OFF = timedelta(minutes=5) / SCALE
+MAX_WAIT = timedelta(days=8) / SCALE
 APPROVAL_TOOLS = ("send_email", "charge_card")
 DEFECTS = ("wait-in-call", "email-no-key")
 
