@@ -7,6 +7,10 @@ inside one `wall_clock_follows` scope as the suite does. Reported per wall secon
 second of this process (one core).
 
     python benchmarks/sdk_sim.py [--schedules 300] [--repeats 5] [--adapter ADAPTER]
+    python benchmarks/sdk_sim.py --real 3     # the same adapter with engine="real"
+
+`--real N`: N of the same generated schedules on a real restate-server (the adapter's
+`engine="real"`), one by one, wall seconds each (real time is scaled, nothing skips it).
 
 Timing lives here, never in tests (the machines are shared and noisy).
 """
@@ -14,6 +18,7 @@ Timing lives here, never in tests (the machines are shared and noisy).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 
@@ -30,10 +35,24 @@ def main() -> None:
     parser.add_argument("--schedules", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--adapter", default="examples.restate_sdk_agent.adapter:ADAPTER")
+    parser.add_argument("--real", type=int, default=0)
     args = parser.parse_args()
     adapter = load_adapter(args.adapter)
-    plan = list(schedules(1, args.schedules))
+    plan = list(schedules(1, max(args.schedules, args.real)))
     options = RunOptions(save_history=False)
+    if args.real:
+        real = dataclasses.replace(adapter, engine="real")  # type: ignore[type-var]
+        times, cpu = [], []
+        for schedule in plan[:args.real]:
+            w0, c0 = wall(), _cpu()
+            outcome = run_schedule(real, schedule, options)
+            times.append(wall() - w0)
+            cpu.append(_cpu() - c0)
+            print(f"{schedule.name}: {times[-1]:.1f} s wall, {cpu[-1]:.1f} s CPU (this "
+                  f"process), failed={outcome.failed} unknown={outcome.unknown}")
+        print(f"real Restate: median {statistics.median(times):.1f} s per schedule, "
+              f"{1 / statistics.median(times):.3f} schedules per wall second")
+        return
     per_wall: list[float] = []
     per_cpu: list[float] = []
     failed = 0
