@@ -105,6 +105,7 @@ class EngineObserver(ABC):
         self._was_current: set[str] = set()
         self._ended: list[tuple[tuple[str, str, str], str | None]] = []
         self._cards: dict[str, str | None] = {}  # tool call -> outcome it was closed with
+        self._turns_started: set[str] = set()
         self.polls = 0
         self.last_error: str | None = None
 
@@ -255,10 +256,14 @@ class EngineObserver(ABC):
         turn = self.turn_of(new) if self.turn_of is not None else None
         if old is None:
             add("invocation.created", invocation=inv, data=dict(data))
-            if turn is not None:
-                session, turn_id, message = turn
-                add("turn.started", session=session, turn=turn_id,
-                    data={"event_id": f"{turn_id}.started", "message": message})
+        if turn is not None and new.status != "pending" and inv not in self._turns_started:
+            # A turn starts when its invocation does: one queued behind another exclusive
+            # invocation of its session (Restate's inbox, a DBOS queue) is a message waiting,
+            # not a turn in progress (busy-rule), as on the simulator.
+            self._turns_started.add(inv)
+            session, turn_id, message = turn
+            add("turn.started", session=session, turn=turn_id,
+                data={"event_id": f"{turn_id}.started", "message": message})
         pinned = self._pinned.get(inv)
         if new.deployment is not None and new.deployment != pinned:
             kind = "invocation.started" if pinned is None else "invocation.repinned"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -89,6 +90,9 @@ class SdkRealRuntime:
         self._args: dict[str, Any] = {}
         self._turns: dict[str, str] = {}  # turn id -> invocation id
         self._ports: dict[str, int] = {}
+        self._latency = latency
+        self._startup = 0.0  # the longest real start of a worker (a crash's recovery)
+        self._crashed = False
         self.observer = RestateObserver(ctx.history, admin_url=self.restate.admin_url,
                                         world=self.world, turn_of=self._turn)
 
@@ -139,10 +143,12 @@ class SdkRealRuntime:
 
     def _worker(self, dep: str) -> ProcessGroup:
         port = self._ports[dep]
+        started = time.perf_counter()
         group = ProcessGroup([sys.executable, "-m", "hypercorn", self.app_spec, "--workers",
                               "0", "--bind", f"127.0.0.1:{port}"], name=f"sdk-worker-{dep}",
                              env=self.env, cwd=self.cwd)
         wait_until(lambda: _listening(port), timeout=30, what=f"worker of {dep}")
+        self._startup = max(self._startup, time.perf_counter() - started)
         return group
 
     def deploy(self, version: str) -> str:
@@ -156,6 +162,7 @@ class SdkRealRuntime:
         return str(dep)
 
     def crash_host(self, host: str) -> str:
+        self._crashed = True
         return str(self.hosts.crash(self.hosts.select(host)))
 
     def pause_host(self, host: str, duration: float) -> str:
@@ -166,6 +173,16 @@ class SdkRealRuntime:
 
     def finish(self) -> None:
         self.observer.wait_polls(2)
+        if self._crashed or self.hosts_crashed():
+            # A crashed worker is a Python process starting again (about 2 real seconds
+            # here, hours of scenario time at 8640x): measured, it is the engine's latency
+            # after a crash; the checkers take the last clock.latency of the run.
+            recovery = self._startup + 0.5  # and Restate's retry back-off (max interval)
+            if recovery > self._latency:
+                self.history.add("clock.latency", data={"seconds": recovery * self.scale})
+
+    def hosts_crashed(self) -> bool:
+        return any(r.kind == "host.crashed" for r in self.history.records)
 
     def close(self) -> None:
         self.observer.stop()
