@@ -106,6 +106,7 @@ class EngineObserver(ABC):
         self._ended: list[tuple[tuple[str, str, str], str | None]] = []
         self._cards: dict[str, str | None] = {}  # tool call -> outcome it was closed with
         self._turns_started: set[str] = set()
+        self._starting: list[tuple[str, str, str]] = []  # turns started in this read
         self.polls = 0
         self.last_error: str | None = None
 
@@ -162,13 +163,24 @@ class EngineObserver(ABC):
             return False
         with self._lock:
             self._apply(snap)
-            self._watch_cards()
+            # In the order things happened within one read: the cards the ending turns
+            # closed, their ends, then the turns that started (one queued behind a turn that
+            # ended in the same interval starts after it: busy-rule), then their cards.
+            starting = {turn[1]: turn for turn in self._starting}
+            self._watch_cards(skip=set(starting))
             for (session, turn_id, _), detail in self._ended:
+                if turn_id in starting:  # started and ended within this read
+                    self._turn_started(starting.pop(turn_id))
+                    self._watch_cards(skip=set(starting))
                 self.history.add("turn.ended", session=session, turn=turn_id,
                                  data={"event_id": f"{turn_id}.ended",
                                        "reason": "completed" if detail in (None, "succeeded")
                                        else str(detail)})
             self._ended.clear()
+            for turn in starting.values():
+                self._turn_started(turn)
+            self._starting.clear()
+            self._watch_cards()
             self.polls += 1
             self.last_error = None
         return True
@@ -261,9 +273,7 @@ class EngineObserver(ABC):
             # invocation of its session (Restate's inbox, a DBOS queue) is a message waiting,
             # not a turn in progress (busy-rule), as on the simulator.
             self._turns_started.add(inv)
-            session, turn_id, message = turn
-            add("turn.started", session=session, turn=turn_id,
-                data={"event_id": f"{turn_id}.started", "message": message})
+            self._starting.append(turn)
         pinned = self._pinned.get(inv)
         if new.deployment is not None and new.deployment != pinned:
             kind = "invocation.started" if pinned is None else "invocation.repinned"
@@ -286,10 +296,15 @@ class EngineObserver(ABC):
                     self._ended.append((turn, new.detail))
         self._invocations[inv] = new
 
-    def _watch_cards(self) -> None:
+    def _turn_started(self, turn: tuple[str, str, str]) -> None:
+        session, turn_id, message = turn
+        self.history.add("turn.started", session=session, turn=turn_id,
+                         data={"event_id": f"{turn_id}.started", "message": message})
+
+    def _watch_cards(self, skip: frozenset[str] | set[str] = frozenset()) -> None:
         if self.world is None:
             return
-        cards: list[Card] = list(self.world.state.cards.values())
+        cards: list[Card] = [c for c in self.world.state.cards.values() if c.turn not in skip]
         for card in cards:
             known = card.tool_call in self._cards
             if not known:
