@@ -228,3 +228,26 @@ def test_registering_something_else_is_a_usage_error() -> None:
 
     with pytest.raises(UsageError, match=r"expected restate\.Service"):
         sdk_app([object()], "v1")
+
+
+def test_run_options_max_attempts_make_the_last_failure_terminal(svc: Any) -> None:
+    rt = runtime(svc)
+    inv = rt.send("Racer/flaky", key="f")
+    rt.advance(600)
+    assert result(rt, inv) == "gave up: flaky failed after 3 attempts: ValueError('always')"
+    assert svc.EFFECTS == ["flaky"] * 3
+
+
+def test_a_workflow_waits_on_its_promise_resolved_by_a_shared_handler(svc: Any) -> None:
+    rt = runtime(svc)
+    run = rt.send("Signup/run_signup", {"email": "x@y", "wait": True}, key="u2")
+    rt.advance(10)
+    assert rt.sim.invocations[run].status == "suspended"
+    before = rt.send("Signup/peek", key="u2")
+    rt.advance(20)
+    rt.send("Signup/approve", "ok", key="u2")
+    rt.advance(30)
+    after = rt.send("Signup/peek", key="u2")
+    rt.advance(40)
+    assert result(rt, before) is None and result(rt, after) == "ok"
+    assert result(rt, run) == "signed up u2 after ok"

@@ -78,7 +78,32 @@ async def tour(ctx: restate.ObjectContext, name: str) -> dict[str, Any]:
 @flow.main()
 async def run_signup(ctx: restate.WorkflowContext, body: dict[str, Any]) -> str:
     ctx.set("email", body["email"])
+    if body.get("wait"):
+        approval = await ctx.promise("approval", type_hint=str).value()
+        return f"signed up {ctx.key()} after {approval}"
     return f"signed up {ctx.key()} ({await ctx.get('email')})"
+
+
+@flow.handler()
+async def approve(ctx: restate.WorkflowSharedContext, value: str) -> None:
+    await ctx.promise("approval").resolve(value)
+
+
+@flow.handler()
+async def peek(ctx: restate.WorkflowSharedContext) -> str | None:
+    return await ctx.promise("approval", type_hint=str).peek()
+
+
+@racer.handler()
+async def flaky(ctx: restate.ObjectContext) -> str:
+    def fail() -> str:
+        EFFECTS.append("flaky")
+        raise ValueError("always")
+
+    try:
+        return await ctx.run_typed("flaky", fail, restate.RunOptions(max_attempts=3))
+    except restate.TerminalError as err:
+        return f"gave up: {err.message}"
 
 
 @racer.handler()
