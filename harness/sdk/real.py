@@ -49,6 +49,23 @@ def served(app_spec: str, *, env: Mapping[str, str] | None = None,
         worker.stop()
 
 
+def _longest_run(records: list[Any]) -> float:
+    """The longest real time (records' `wall`) an invocation ran before it suspended or
+    completed."""
+    since: dict[str, float] = {}
+    longest = 0.0
+    for r in records:
+        if r.invocation is None or r.wall is None:
+            continue
+        if r.kind in ("invocation.started", "invocation.resumed"):
+            since.setdefault(r.invocation, r.wall)
+        elif r.kind in ("invocation.suspended", "invocation.completed"):
+            start = since.pop(r.invocation, None)
+            if start is not None:
+                longest = max(longest, r.wall - start)
+    return longest
+
+
 class SdkRealRuntime:
     """One run of a user's restate-sdk app on a real restate-server, with the simulator
     kit's face (`send`, the turns, the cards, releases and host faults), so one adapter
@@ -173,16 +190,16 @@ class SdkRealRuntime:
 
     def finish(self) -> None:
         self.observer.wait_polls(2)
-        if self._crashed or self.hosts_crashed():
-            # A crashed worker is a Python process starting again (about 2 real seconds
-            # here, hours of scenario time at 8640x): measured, it is the engine's latency
-            # after a crash; the checkers take the last clock.latency of the run.
-            recovery = self._startup + 0.5  # and Restate's retry back-off (max interval)
-            if recovery > self._latency:
-                self.history.add("clock.latency", data={"seconds": recovery * self.scale})
-
-    def hosts_crashed(self) -> bool:
-        return any(r.kind == "host.crashed" for r in self.history.records)
+        # The engine's latency, measured (the checkers take the last clock.latency of the
+        # run): the longest real stretch an invocation ran without waiting (a step of the
+        # engine and the world's answers; seconds on a loaded machine), and after a crash
+        # a worker's Python start (about 2 real seconds here) and Restate's retry back-off.
+        # At 8640x each is hours of scenario time: the real path judges coarsely.
+        latency = max(self._latency, _longest_run(self.history.records))
+        if self._crashed or any(r.kind == "host.crashed" for r in self.history.records):
+            latency = max(latency, self._startup + 0.5)
+        if latency > self._latency:
+            self.history.add("clock.latency", data={"seconds": latency * self.scale})
 
     def close(self) -> None:
         self.observer.stop()
