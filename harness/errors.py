@@ -80,6 +80,12 @@ class Terminated(KeyboardInterrupt):
         super().__init__(f"terminated by signal {signum}")
 
 
+class SdkCallRefused(UsageError):
+    """A user's restate-sdk handler called a context method the simulator does not model
+    (`harness.sdk.api.REFUSED` lists them); the message names the call. The run stops with
+    it rather than retrying the handler: no schedule could judge that code on the simulator."""
+
+
 class ComponentError(DurableChaosError):
     """A real component answered with an error (an HTTP status, a failed page load)."""
 

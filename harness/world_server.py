@@ -34,7 +34,7 @@ from contract.services import ServiceError
 from harness.history import History, RecordType
 from harness.world import World
 
-__all__ = ["NO_ANSWER", "Timer", "TimerTable", "WorldServer"]
+__all__ = ["NO_ANSWER", "WORLD_ROUTES", "Timer", "TimerTable", "WorldServer", "world_route"]
 
 # The status of a call the world leaves unanswered (a `timeout` service fault): the request
 # handler closes the connection without a response, so the caller sees its call time out.
@@ -212,34 +212,9 @@ class WorldServer:
                 return 200, {"deadline": timers.sleep(body)}
             if path == "/timers/send":
                 return 200, {"deadline": timers.send(body)}
-        try:
-            return self._serve(path, body)
-        except ServiceError as exc:
-            return _failure(exc)
-
-    def _serve(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        """A world endpoint's answer; a service fault raises `ServiceError` out of it."""
-        w = self.world
-        if path == "/model/complete":
-            return 200, self.run(w.provider.complete(
-                session=body["session"], turn=body["turn"], step=int(body["step"]),
-                messages=list(body["messages"]), idempotency_key=body["idempotency_key"]))
-        if path == "/email":
-            return 200, self.run(w.outbox.send_email(**body))
-        if path == "/charge":
-            return 200, self.run(w.ledger.charge(**body))
-        if path == "/has_access":
-            return 200, {"ok": self.run(w.directory.has_access(body["user"], body["tool"]))}
-        if path == "/lookup":
-            spec = self.run(w.directory.lookup(body["name"]))
-            return 200, {"spec": None if spec is None else {
-                "name": spec.name, "needs_approval": spec.needs_approval, "effect": spec.effect}}
-        if path == "/cards/show":
-            self.run(w.cards.show_card(**body))
-            return 200, {}
-        if path == "/cards/close":
-            self.run(w.cards.close_card(**body))
-            return 200, {}
+        if path in WORLD_ROUTES:
+            answered: tuple[int, Any] = self.run(world_route(self.world, path, body))
+            return answered
         if path == "/observe":
             self.observe(body)
             return 200, {}
@@ -281,6 +256,46 @@ def _failure(exc: ServiceError) -> tuple[int, Any]:
     if exc.retry_after is not None:
         payload["retry_after"] = exc.retry_after
     return exc.status, payload
+
+
+# The paths `world_route` serves: the world itself, what a runtime's own code calls.
+WORLD_ROUTES: Final = frozenset({"/model/complete", "/email", "/charge", "/has_access",
+                                 "/lookup", "/cards/show", "/cards/close"})
+
+
+async def world_route(w: World, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """One request to the world: (HTTP status, JSON payload; status `NO_ANSWER` for a call
+    left unanswered). Shared by this server and the simulator's in-process transport
+    (`harness.sdk.transport`), so both serve the same routes with the same faults."""
+    try:
+        return await _serve(w, path, body)
+    except ServiceError as exc:
+        return _failure(exc)
+
+
+async def _serve(w: World, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """A world endpoint's answer; a service fault raises `ServiceError` out of it."""
+    if path == "/model/complete":
+        return 200, await w.provider.complete(
+            session=body["session"], turn=body["turn"], step=int(body["step"]),
+            messages=list(body["messages"]), idempotency_key=body["idempotency_key"])
+    if path == "/email":
+        return 200, await w.outbox.send_email(**body)
+    if path == "/charge":
+        return 200, await w.ledger.charge(**body)
+    if path == "/has_access":
+        return 200, {"ok": await w.directory.has_access(body["user"], body["tool"])}
+    if path == "/lookup":
+        spec = await w.directory.lookup(body["name"])
+        return 200, {"spec": None if spec is None else {
+            "name": spec.name, "needs_approval": spec.needs_approval, "effect": spec.effect}}
+    if path == "/cards/show":
+        await w.cards.show_card(**body)
+        return 200, {}
+    if path == "/cards/close":
+        await w.cards.close_card(**body)
+        return 200, {}
+    return 404, {"error": f"no endpoint {path}"}
 
 
 class _QuietServer(ThreadingHTTPServer):

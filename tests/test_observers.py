@@ -457,3 +457,20 @@ def test_on_restate_a_message_in_a_virtual_objects_inbox_has_not_started_its_tur
     assert [(r.kind, r.turn, r.time) for r in history.records if r.kind.startswith("turn.")
             ] == [("turn.started", "s1.turn1", 0), ("turn.ended", "s1.turn1", 5),
                   ("turn.started", "s1.turn2", 5)]
+
+
+def test_a_queued_turn_starts_when_it_runs_after_the_turn_before_ends() -> None:
+    # Restate's inbox: inv2 waits (pending) behind inv1 of the same session; in one read
+    # inv1 completes and inv2 runs. busy-rule must see inv1's end before inv2's start.
+    turns = {"inv1": ("s1", "s1.turn1", "s1.m1"), "inv2": ("s1", "s1.turn2", "s1.m2")}
+
+    def two(first: str, second: str) -> Snapshot:
+        return Snapshot((InvocationState("inv1", first, "dep1"),  # type: ignore[arg-type]
+                         InvocationState("inv2", second, "dep1")), (V1,))  # type: ignore[arg-type]
+
+    history = run([(0, two("running", "pending")), (1, two("completed", "running")),
+                   (2, two("completed", "completed"))],
+                  turn_of=lambda i: turns.get(i.id))
+    observed = [(r.kind, r.turn, r.time) for r in history.records if r.kind.startswith("turn.")]
+    assert observed == [("turn.started", "s1.turn1", 0), ("turn.ended", "s1.turn1", 1),
+                        ("turn.started", "s1.turn2", 1), ("turn.ended", "s1.turn2", 2)]

@@ -3,10 +3,13 @@
 Each poll is two SQL introspection queries on the admin API (`POST /query`):
 
 - `sys_invocation`: an invocation is pinned to `pinned_deployment_id` (set once it first ran)
-  until it completes, whatever its status. Status: pending, scheduled, ready -> `pending`;
+  until it completes, whatever its status. Status: pending, ready -> `pending`;
   running, backing-off -> `running`; suspended -> `suspended`; paused -> `paused`;
-  completed -> `completed`. An invocation that vanishes from `sys_invocation` (its retention
-  ran out) is recorded as completed;
+  completed -> `completed`. A `scheduled` one (a send with a delay, not yet due) is left
+  out until it is due: it is a timer, not work, as on the simulator, which creates a
+  delayed send's invocation when it is delivered (a hand-off design's 8-day expiry would
+  otherwise read as a session busy for 8 days). An invocation that vanishes from
+  `sys_invocation` (its retention ran out) is recorded as completed;
 - `sys_deployment`: every registered deployment; the newest (`created_at`) is current, since
   Restate routes new invocations to the latest deployment of a service.
 
@@ -88,6 +91,8 @@ class RestateObserver(EngineObserver):
             target = str(row.get("target", ""))
             if self.services is not None and target.split("/")[0] not in self.services:
                 continue
+            if row.get("status") == "scheduled":
+                continue  # a delayed send not yet due (see the module doc)
             inv = str(row["id"])
             seen.add(inv)
             status = _STATUS.get(str(row.get("status")), "running")

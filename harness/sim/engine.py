@@ -805,6 +805,15 @@ class SimContext:
         # The object's state, found on first use: a handler reads and writes it many times.
         self._state_of: dict[str, Any] | None = None
 
+    @property
+    def simulator(self) -> Simulator:
+        """The simulator running this attempt (for other contexts built over it)."""
+        return self._sim
+
+    @property
+    def attempt(self) -> Attempt:
+        return self._att
+
     def key(self) -> str:
         key = self._att.invocation.key
         if key is None:

@@ -1,0 +1,1 @@
+"""An approval agent written directly with restate-sdk, and its durable-chaos adapter."""
