@@ -60,7 +60,17 @@ def test_the_default_budget_finds_shrinks_and_replays_each_defect(
     assert len(load_scenario(shrunk[0] / "schedule.toml").steps) <= 4
 
 
-def test_the_example_adapter_is_short() -> None:
-    # Both engines, three adapters, turn mapping: the kit does the rest.
-    text = (ROOT / "examples/restate_sdk_agent/adapter.py").read_text()
-    assert len([line for line in text.splitlines() if line.strip()]) < 60
+def test_a_second_answer_to_a_card_is_refused_at_once_with_its_reason(tmp_path: Path) -> None:
+    """Two approves of one card in the same instant: the first is applied, the second is
+    refused as already decided, and the refusal is recorded (answer-fate): an awakeable
+    resolved twice would drop the second without a word."""
+    path = tmp_path / "two-approves.toml"
+    answer = '[[step]]\nat = "60s"\ndo = "answer"\nsession = "s1"\ndecision = "approve"\n'
+    path.write_text('name = "two-approves"\n[[step]]\nat = "0s"\ndo = "message"\n'
+                    'session = "s1"\ntext = "m1"\ntools = ["send_email"]\n' + answer * 2)
+    outcome = run_schedule(example.ADAPTER, load_scenario(path),
+                           RunOptions(report_dir=tmp_path / "report"))
+    assert outcome.history_path is not None
+    history = Path(outcome.history_path).read_text()
+    assert history.count('"answer.refused"') == 1 and '"already_decided"' in history
+    assert {r.checker: r.valid for r in outcome.results}["answer-fate"] is True

@@ -183,6 +183,25 @@ def test_the_module_random_state_outside_a_run_is_left_alone(svc: Any) -> None:
     assert random.random() == expected
 
 
+def test_reads_of_the_process_entropy_are_named_once_per_run(svc: Any) -> None:
+    rt = runtime(svc)
+    inv = rt.send("Clocks/entropy", key="e")
+    rt.send("Clocks/entropy", key="f")
+    rt.advance(60)
+    named = rt.history.of_kind("sdk.nondeterministic")
+    assert [(r.data["source"], r.invocation) for r in named] == [
+        ("os.urandom (secrets, random.SystemRandom)", inv)]
+    assert len(result(rt, inv)) == 8
+
+
+def test_deterministic_handlers_name_nothing(svc: Any) -> None:
+    rt = runtime(svc, 1)
+    with wall_clock_follows(rt.sim.clock):
+        rt.send("Clocks/stray", key="k")
+        rt.advance(100)
+    assert not rt.history.of_kind("sdk.nondeterministic")
+
+
 # -- the world over httpx --------------------------------------------------------------------
 
 

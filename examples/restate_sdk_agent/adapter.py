@@ -29,14 +29,23 @@ class Agent:  # where a message and an answer go, on either engine
     world_endpoints = ("provider",)
     world: Any
     send: Any
+    history: Any
 
     def send_message(self, session: str, message: dict[str, Any]) -> None:
         self.send("Session/on_message", message, key=session)
 
     def answer(self, tool_call: str, decision: str, user: str) -> None:
-        session = self.world.state.cards[tool_call].session
+        card = self.world.state.cards[tool_call]
+        decided = self.__dict__.setdefault("decided", set())
+        if tool_call in decided:  # the card takes one answer; a second is refused at once
+            self.history.add("answer.refused", session=card.session, turn=card.turn,
+                             tool_call=tool_call, data={
+                                 "reason": "already_decided", "decision": decision,
+                                 "event_id": f"{tool_call}#{len(self.history.records)}"})
+            return
+        decided.add(tool_call)
         self.send("Session/answer", {"tool_call": tool_call, "decision": decision},
-                  key=session)
+                  key=card.session)
 
 
 class SimAgent(Agent, SdkSimRuntime): ...

@@ -12,13 +12,18 @@ Determinism: `ctx.random()`, `ctx.uuid()` and `ctx.time()` are seeded by the run
 read virtual time; while the runtime advances, the module `random` draws from a generator
 seeded by the run's seed too and `uuid.uuid4()` from that generator, and the wall clock
 (`time.time()`, `datetime.now()`) reads virtual time (the run path's freezegun scope). What
-stays outside: `os.urandom`, `secrets`, threads and real I/O (see docs/restate-sdk.md).
+stays outside (`os.urandom`, `secrets`, `random.SystemRandom`, new threads) is left real, since
+making a process's entropy predictable would reach the harness's own code too, and is named
+instead: the first read of each in a run is recorded (`sdk.nondeterministic`, with the
+source and the handler's invocation), so a user whose two runs of one seed differ sees why.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -89,6 +94,7 @@ class SdkSimRuntime:
         self._turns: dict[str, tuple[str, str, str]] = {}
         self._armed: dict[str, list[FaultAction]] = {}
         self._random = random.Random(f"globals/{ctx.seed}")
+        self._stray_sources: set[str] = set()
         self.sim.on_fault_point = self._fault_point
         if turn_of is not None:
             self.history.subscribe(self._on_record)
@@ -197,21 +203,48 @@ class SdkSimRuntime:
 
     @contextmanager
     def _deterministic_globals(self) -> Iterator[None]:
-        """Module `random` and `uuid.uuid4` draw from this run's seeded generator."""
+        """Module `random` and `uuid.uuid4` draw from this run's seeded generator; reads of
+        the process's entropy and new threads are named in the history (see the module
+        docstring)."""
         saved = random.getstate()
         random.setstate(self._random.getstate())
         original_uuid4 = uuid.uuid4
+        original_urandom, system_urandom = os.urandom, random._urandom  # type: ignore[attr-defined]
+        original_start = threading.Thread.start
 
         def uuid4() -> uuid.UUID:
             return uuid.UUID(int=random.getrandbits(128), version=4)
 
+        def urandom(n: int) -> bytes:
+            self._stray("os.urandom (secrets, random.SystemRandom)")
+            return original_urandom(n)
+
+        def start(thread: threading.Thread) -> None:
+            self._stray("threading.Thread.start")
+            original_start(thread)
+
         uuid.uuid4 = uuid4
+        os.urandom = random._urandom = urandom  # type: ignore[attr-defined]
+        threading.Thread.start = start  # type: ignore[method-assign,assignment]
         try:
             yield
         finally:
+            threading.Thread.start = original_start  # type: ignore[method-assign]
+            os.urandom, random._urandom = original_urandom, system_urandom  # type: ignore[attr-defined]
             uuid.uuid4 = original_uuid4
             self._random.setstate(random.getstate())
             random.setstate(saved)
+
+    def _stray(self, source: str) -> None:
+        """A read the simulator cannot replay: named once per run, where it happened."""
+        if source in self._stray_sources:
+            return
+        self._stray_sources.add(source)
+        attempt = self.sim.current_attempt()
+        self.history.add("sdk.nondeterministic",
+                         invocation=attempt.invocation.id if attempt is not None else None,
+                         data={"source": source, "why": "not seeded by the run: two runs of "
+                               "one seed may differ from here"})
 
     def _on_record(self, record: Record) -> None:
         kind = record.kind

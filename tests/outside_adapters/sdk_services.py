@@ -143,6 +143,16 @@ async def stray(ctx: restate.ObjectContext) -> dict[str, Any]:
 
 
 @clocks.handler()
+async def entropy(ctx: restate.ObjectContext) -> str:
+    """Reads the simulator cannot replay: the process's entropy."""
+    import secrets
+
+    token = secrets.token_hex(4)
+    ctx.set("token", token)
+    return token
+
+
+@clocks.handler()
 async def model(ctx: restate.ObjectContext) -> dict[str, Any]:
     async def complete() -> dict[str, Any]:
         async with httpx.AsyncClient(base_url="http://world.sim") as client:
