@@ -173,6 +173,41 @@ def test_an_effect_sent_by_a_run_after_the_hold_without_confirmation_is_a_violat
     assert "no hold between" in witness
 
 
+def test_a_request_in_flight_that_lands_after_the_held_call_is_denied_is_covered() -> None:
+    """Found by the soak (seed 1000002, scenario 25): the approved run's email was on its way
+    when its host paused; the new owner held the call for that run's intent, the person's
+    deny ended the held call, and the email landed after it. The hold asked about that run:
+    the deny answered the hold, and does not say the email never happened."""
+    h = History()
+    card(h)
+    answer(h, 3 * HOUR)
+    answer(h, 3 * HOUR, "deny")
+    intent(h, 3 * HOUR)
+    ob(h, "turn.held", 6 * HOUR, f"turn.held:{TC}#1", session="s1", turn="s1.turn1",
+       tool_call=TC)
+    result(h, 6 * HOUR, "denied")
+    email(h, 6 * HOUR + 4 * MIN)
+    h.add("run.end", time=DAY)
+    passing(EffectAuthorized().check(h, CONFIG))
+
+
+def test_a_run_that_sends_after_its_call_was_denied_is_a_violation_held_or_not() -> None:
+    """The hold covers the run it asked about; a run whose intent came after the deny acted
+    on an answer that had lost, whatever was held before."""
+    h = History()
+    card(h)
+    answer(h, HOUR)
+    intent(h, HOUR)
+    ob(h, "turn.held", 2 * HOUR, f"turn.held:{TC}#1", session="s1", turn="s1.turn1",
+       tool_call=TC)
+    answer(h, 3 * HOUR, "deny")
+    result(h, 3 * HOUR, "denied")
+    intent(h, 4 * HOUR, run=2)
+    email(h, 4 * HOUR + 1)
+    h.add("run.end", time=DAY)
+    assert "after the person denied it" in failing(EffectAuthorized().check(h, CONFIG))
+
+
 def test_a_tool_without_approval_held_after_its_effect_is_judged_from_its_card() -> None:
     """Found by the default run (seed 0): `notify` needs no approval, sent its email, crashed
     and was held; its first card asks to confirm, and nobody did. The email before that card
@@ -188,6 +223,39 @@ def test_a_tool_without_approval_held_after_its_effect_is_judged_from_its_card()
     passing(EffectAuthorized().check(h, CONFIG))
     email(h, 8 * DAY + 1)  # after the expiry of the confirmation: not authorized
     assert "after the call expired" in failing(EffectAuthorized().check(h, CONFIG))
+
+
+def test_a_tool_without_approval_whose_first_run_lands_after_its_card_passes() -> None:
+    """Found by the soak (seed 1000001, scenario 24): `notify` needs no approval; its first
+    run wrote its intent and its host was paused before the email landed. The new owner held
+    the turn and showed the confirmation card; then the paused host sent, before the person
+    approved. That email is the first run's, which needed no answer; a second run that sends
+    after the card before the approve is still judged."""
+    h = History()
+    intent(h, 1113.0)
+    ob(h, "turn.held", 1173.5, f"turn.held:{TC}#1", session="s1", turn="s1.turn1",
+       tool_call=TC)
+    result(h, 1173.5, "held")
+    ob(h, "tool.awaiting", 1173.5, f"aw:{TC}#2", {"tool": "notify", "mode": "confirm"},
+       session="s1", turn="s1.turn1", tool_call=TC)
+    email(h, 1413.0)
+    answer(h, 1413.0)
+    intent(h, 1413.0, run=2)
+    result(h, 1413.5, "answered", run=2)
+    h.add("run.end", time=DAY)
+    passing(EffectAuthorized().check(h, CONFIG))
+
+    h = History()
+    intent(h, 1113.0)
+    ob(h, "turn.held", 1173.5, f"turn.held:{TC}#1", session="s1", turn="s1.turn1",
+       tool_call=TC)
+    ob(h, "tool.awaiting", 1173.5, f"aw:{TC}#2", {"tool": "notify", "mode": "confirm"},
+       session="s1", turn="s1.turn1", tool_call=TC)
+    intent(h, 1200.0, run=2)
+    email(h, 1201.0)  # the second run sent without the confirmation
+    answer(h, 1413.0)
+    h.add("run.end", time=DAY)
+    assert "before the person approved it" in failing(EffectAuthorized().check(h, CONFIG))
 
 
 def test_effects_of_calls_no_person_was_asked_about_are_not_judged() -> None:

@@ -8,7 +8,9 @@ the call's final outcome. So, for every such delivery:
   delivery before any approve (a deny, or no answer yet) is a violation;
 - no other final outcome of the call (denied, expired, ended by a new message, cancelled,
   access rejected: the first `tool.result` with a final outcome) came before it: the call was
-  over, and the effect acted on an answer that had lost;
+  over, and the effect acted on an answer that had lost; unless the run that sent it was held
+  before that outcome (below): its request was on its way when the hold asked, and the
+  outcome answered the hold (a deny of the confirmation), not the run;
 - nor after it, unless the turn was held between the run that sent it (its `tool.intent`)
   and that outcome (`turn.held`, or a `tool.result` held): an effect that went out while
   the call's recorded outcome says it was denied, ended or expired leaves the person and the
@@ -22,7 +24,8 @@ Answers are the runner's (`op.answer`): a history without any (a test driving th
 itself) is not judged for "before the approve". Model calls are the runtime's own work, not
 a tool's effect, and are not judged here. Nor is a tool that needs no approval before its
 first card: it ran on its own, and only when conservative recovery held it (its first card
-asks to confirm, mode `confirm`) did it start waiting on a person.
+asks to confirm, mode `confirm`) did it start waiting on a person; a delivery of its first
+run (sent after its intent, before that card) is its own even when it lands after the card.
 """
 
 from __future__ import annotations
@@ -140,10 +143,15 @@ def _judge(tc: str, call: _Call, answers_known: bool) -> Violation | None:
     final_rec = call.final
     outcome = str(final_rec.data.get("outcome")) if final_rec is not None else None
     for d in call.deliveries:
-        if d.index < call.gated_from:
+        # Judged by the run that sent it (see `_sent_by`): a run of a tool that needs no
+        # approval, started before its confirmation card, may land after the card (its host
+        # was paused with the request on its way) and still needed nobody's answer.
+        sent = _sent_by(call, d)
+        if sent < call.gated_from:
             continue
         what = f"{_VERB.get(str(d.data.get('effect')), str(d.data.get('effect')))} of {tc}"
-        if final_rec is not None and outcome in _NOT_APPROVED and final_rec.index < d.index:
+        if (final_rec is not None and outcome in _NOT_APPROVED and final_rec.index < d.index
+                and not _held_between(call, sent, final_rec.index)):
             return Violation(
                 f"{what} was delivered at {at(d.time)} after {_NOT_APPROVED[outcome]} "
                 f"(its final outcome {outcome} at {at(final_rec.time)}): "
@@ -159,11 +167,9 @@ def _judge(tc: str, call: _Call, answers_known: bool) -> Violation | None:
                 cite(x for x in (d, call.approved) if x is not None),
             )
     last = call.deliveries[-1]
-    # The run that sent it: its last intent before the delivery (the delivery itself when the
-    # runtime writes no intents).
-    sent = max((i for i in call.intents if i < last.index), default=last.index)
-    if final_rec is not None and outcome in _NOT_APPROVED and not any(
-            sent < h < final_rec.index for h in call.holds):
+    sent = _sent_by(call, last)
+    if (final_rec is not None and outcome in _NOT_APPROVED
+            and not _held_between(call, sent, final_rec.index)):
         return Violation(
             f"{_VERB.get(str(last.data.get('effect')), 'effect')} of {tc} was delivered at "
             f"{at(last.time)}, but the call's final outcome is {outcome} at "
@@ -173,3 +179,17 @@ def _judge(tc: str, call: _Call, answers_known: bool) -> Violation | None:
             cite((last, final_rec)),
         )
     return None
+
+
+def _sent_by(call: _Call, delivery: Record) -> int:
+    """Where the run that sent `delivery` began: its last intent before the delivery (the
+    delivery itself when the runtime writes no intents)."""
+    return max((i for i in call.intents if i < delivery.index), default=delivery.index)
+
+
+def _held_between(call: _Call, sent: int, final: int) -> bool:
+    """Whether the turn was held after the run that sent an effect began and before the call's
+    final outcome: the hold asked the person about that run's effect, so an outcome given to
+    the hold (a deny of the confirmation, its expiry) does not say the effect never happened,
+    even when the request, in flight on a paused host, lands after it."""
+    return any(sent < h < final for h in call.holds)
