@@ -79,10 +79,11 @@ class Timing:
     `hand_off_after` (the pinning bound) and `max_wait` (how long a card waits for its
     answer) are scenario seconds, as in production; the app waits `real(max_wait)` real
     seconds. Slack is given in real seconds, where the engine's latency lives, and converted
-    through `scale`: `tolerance` at each bound it is added to, `liveness` (how long after the
-    last fault the engine may take to settle) at the scale's steepest rate, `downtime` (a
-    crashed worker's) at the moment of the crash. `card_patience` is how long an answer waits
-    for its card to show, in real seconds (the runner's default is 30, days on such a scale).
+    through `scale`: `tolerance` at each bound it is added to (`slack_at`), `liveness` (how
+    long after the last fault the engine may take to settle) at the scale's steepest rate,
+    `downtime` (a crashed worker's) at the moment of the crash. `card_patience` is how long
+    an answer waits for its card to show, in real seconds (the runner's default is 30, days
+    on such a scale).
     """
 
     scale: Scale
@@ -107,17 +108,27 @@ class Timing:
         """The real seconds the app waits for what takes `scenario_seconds` from time 0."""
         return self.scale.real(scenario_seconds)
 
+    def slack_at(self, bound: float) -> float:
+        """`tolerance` real seconds in scenario seconds, just before scenario time `bound`."""
+        real = self.scale.real(bound)
+        return bound - self.scale.scenario(max(0.0, real - self.tolerance))
+
     def check_config(self) -> CheckConfig:
         """The checkers' thresholds, in scenario seconds.
 
-        One tolerance serves every bound, so it is the widest of `tolerance` real seconds
-        converted at each bound: no verdict rests on where on the scale the engine was late.
-        A waiting turn holds its session up to `max_wait`, so liveness adds to it.
+        Each bound gets `tolerance` real seconds at the scale's rate leading up to it
+        (`hand_off_tolerance`, `max_wait_tolerance`): on 5 minutes at 3 real s and 8 days at
+        30, a second is 100 scenario seconds at 5 minutes and 7.1 hours at 8 days, and the
+        hours must not excuse a pin of 10 minutes. The rate before the bound, not after it:
+        at an anchor the rate after is the next segment's (7.1 hours past 5 minutes above).
+        The rules not tied to a bound (a queued message resumed, a retired deployment let
+        go) get the widest of the two, so none rests on where on the scale the engine was
+        late. A waiting turn holds its session up to `max_wait`, so liveness adds to it.
         """
-        slack = max(self.scale.span(self.tolerance, at=bound)
-                    for bound in (self.hand_off_after, self.max_wait))
+        hand_off, max_wait = self.slack_at(self.hand_off_after), self.slack_at(self.max_wait)
         return CheckConfig(hand_off_after=self.hand_off_after, max_wait=self.max_wait,
-                           tolerance=slack,
+                           tolerance=max(hand_off, max_wait), hand_off_tolerance=hand_off,
+                           max_wait_tolerance=max_wait,
                            liveness_bound=self.max_wait + self.scale.steepest * self.liveness)
 
 
@@ -161,6 +172,8 @@ class KitRuntime:
         self.points = tuple(dict.fromkeys((*POINTS, *self.fault_points)))
         self.card_patience = timing.card_patience
         self.clock = ScaledClock(timing.scale)
+        # The runner measures a step's lateness through it, in real seconds (harness.run).
+        self.time_scale: Scale = timing.scale
         self.scratch = Path(tempfile.mkdtemp(prefix="durable-chaos-kit-"))
         self.turns: dict[str, Turn] = {}  # the engine's invocation id -> its turn
         self._versions: dict[str, str] = {}  # deployment -> version
@@ -402,6 +415,11 @@ class KitAdapter:
     description: str = ""
     engine: str = "real"
     requires: tuple[str, ...] = ()
+
+    def slack_at(self, bound: float) -> float:
+        """`tolerance` real seconds in scenario seconds, just before scenario time `bound`."""
+        real = self.scale.real(bound)
+        return bound - self.scale.scenario(max(0.0, real - self.tolerance))
 
     def check_config(self) -> CheckConfig:
         return self.timing.check_config()

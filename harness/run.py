@@ -45,7 +45,7 @@ from harness.errors import AdapterUnavailable, OutputUnwritable, RunTimeout
 from harness.evidence import claim_run_dir, slug, write_text
 from harness.history import History, Record, fmt_duration
 from harness.outcome import RunOutcome, SkippedStep, StepNote
-from harness.scaling import real_seconds
+from harness.scaling import Scale, fmt_real, real_seconds
 from harness.schedules.model import FAULT_ACTIONS, STEP_KINDS, Schedule, Step
 from harness.sim import Simulator
 from harness.supervisor import beat, guard, in_worker
@@ -81,7 +81,8 @@ DEFAULT_RUN_TIMEOUT: dict[str, float] = {"sim": 60.0, "real": 600.0}
 # close() stops what the runtime started; it gets its own limit so that a runtime that hangs
 # in close() cannot hang the suite either.
 CLOSE_TIMEOUT = 60.0
-# A step the runtime applies this much later (scenario seconds) than its `at` is "late".
+# A step the runtime applies this much later than its `at` is "late": scenario seconds, or
+# real seconds on a runtime that maps scenario time onto the real clock (`time_scale`).
 LATE_AFTER = 1.0
 # On a real engine a card is shown by another process: an answer that finds none drives the
 # runtime on in small steps, for at most this many real seconds, before it is dropped.
@@ -147,11 +148,10 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
                 for number, step in enumerate(schedule.steps):
                     runtime.advance(step.at)
                     now = _now(runtime, now)
-                    late = now - step.at
-                    if late > LATE_AFTER:
+                    late = _lateness(runtime, step.at, now)
+                    if late is not None:
                         notes.append(StepNote("late", number, f"step {number} "
-                                              f"({_step_label(step)}) applied "
-                                              f"{fmt_duration(late)} late"))
+                                              f"({_step_label(step)}) applied {late} late"))
                     _apply(runtime, step, history, skipped, messages, adapter.engine, notes,
                            number)
                 # Every engine's clock reads scenario time (a real one is virtual too).
@@ -349,6 +349,21 @@ def _close(runtime: Runtime | None, run_limit: float | None = None) -> str | Non
     except BaseException as exc:  # as in run_schedule: whatever close() raises
         return f"close failed: {type(exc).__name__}: {exc}"
     return None
+
+
+def _lateness(runtime: Runtime, at: float, now: float) -> str | None:
+    """How late a step due at `at` came at `now`, if later than `LATE_AFTER`, else None.
+
+    A runtime on the real clock through a scale (`time_scale`, a `harness.scaling.Scale`:
+    the kit's runtimes have one) is late by real seconds: near 8 days on an anchored scale a
+    real second is hours of scenario time, and every step would be late in scenario seconds.
+    """
+    late = now - at
+    scale = getattr(runtime, "time_scale", None)
+    if not isinstance(scale, Scale):
+        return fmt_duration(late) if late > LATE_AFTER else None
+    real = scale.real(now) - scale.real(at)
+    return f"{fmt_duration(late)} ({fmt_real(real)})" if real > LATE_AFTER else None
 
 
 def _now(runtime: Runtime, before: float) -> float:

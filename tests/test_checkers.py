@@ -782,6 +782,46 @@ def test_turns_answer_applied_after_max_wait_is_a_violation() -> None:
     assert result.reached and result.stats["late_answers"] == 1
 
 
+def test_turns_judging_an_in_call_card_reaches_its_window() -> None:
+    """An agent that waits on its card in-call has no `turn.waiting`; turn-outcome still
+    judged the card and its answer, so it reached its window (JUnit: a pass, not a skip
+    "without reaching its window")."""
+    h = History()
+    ob(h, "tool.awaiting", 0, "aw1", {"tool": "send_email"}, session="s1", turn="T1",
+       tool_call="tc1")
+    _result(h, 2 * MIN, "answered")
+    ev(h, "run.end", HOUR)
+    result = TurnOutcome().check(h, CONFIG)
+    passing(result)
+    assert result.reached and result.stats["waits"] == 0 and result.stats["judged"] == 1
+    # A tool call's results alone are judged too (one final outcome per call).
+    h2 = History()
+    _result(h2, MIN, "completed")
+    ev(h2, "run.end", HOUR)
+    assert TurnOutcome().check(h2, CONFIG).reached
+    # Nothing to judge: not reached, and the note says why.
+    h3 = History()
+    ev(h3, "run.end", HOUR)
+    empty = TurnOutcome().check(h3, CONFIG)
+    assert not empty.reached and "no tool call had a result" in empty.note
+
+
+def test_turns_late_answer_is_judged_against_the_max_wait_tolerance() -> None:
+    """The max_wait rule uses the tolerance at max_wait, and its witness names it."""
+    config = CheckConfig(tolerance=60.0, hand_off_tolerance=10.0, max_wait_tolerance=3600.0)
+    h = History()
+    ob(h, "tool.awaiting", 0, "aw1", {"tool": "send_email"}, session="s1", turn="T1",
+       tool_call="tc1")
+    _result(h, 8 * DAY + 30 * MIN, "answered")  # past 8d + 60s, within 8d + 1h
+    passing(TurnOutcome().check(h, config))
+    h2 = History()
+    ob(h2, "tool.awaiting", 0, "aw1", {"tool": "send_email"}, session="s1", turn="T1",
+       tool_call="tc1")
+    _result(h2, 8 * DAY + 2 * HOUR, "answered")
+    assert "(limit 8.00d + 60.0m (the tolerance at max_wait))" in failing(
+        TurnOutcome().check(h2, config))
+
+
 def test_turns_answer_within_max_wait_of_the_latest_card_passes() -> None:
     h = History()
     ob(h, "tool.awaiting", 0, "aw1", {"tool": "send_email"}, session="s1", turn="T1",

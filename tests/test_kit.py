@@ -14,11 +14,14 @@ from __future__ import annotations
 import io
 import json
 import tokenize
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from harness import History, RunOptions, load_scenario, run_schedule
+from harness.checkers.base import CheckConfig, measured, run_checkers
+from harness.checkers.pinning import PinningBound
 from harness.components.procs import live_groups
 from harness.effects import EffectsFile
 from harness.errors import ConfigError
@@ -53,6 +56,93 @@ def test_tolerances_in_real_seconds_become_the_checkers_scenario_seconds() -> No
     assert timing.real(8 * DAY) == pytest.approx(30.0)
     linear = Timing(TimeScale(10.0), hand_off_after=10.0, max_wait=60.0, tolerance=0.5)
     assert linear.check_config().tolerance == pytest.approx(5.0)
+
+
+ANCHORED = AnchoredScale(((300.0, 3.0), (8 * DAY, 30.0)))  # the examples' scale
+
+
+def test_each_bound_gets_its_own_tolerance_at_the_scales_rate_leading_up_to_it() -> None:
+    config = Timing(ANCHORED, hand_off_after=300.0, max_wait=8 * DAY,
+                    tolerance=1.0).check_config()
+    # One real second is 100 scenario seconds before 5 minutes (300 s in 3 real s) and about
+    # 7.1 hours before 8 days ((8 days - 5 minutes) in 27 real s).
+    assert config.hand_off_tolerance == pytest.approx(100.0)
+    assert config.max_wait_tolerance == pytest.approx((8 * DAY - 300.0) / 27.0)
+    assert config.slack("hand_off") == pytest.approx(100.0)
+    assert config.slack("max_wait") == pytest.approx(25588.9, abs=0.1)
+    # The rules tied to no bound keep the widest, as before.
+    assert config.tolerance == pytest.approx(config.max_wait_tolerance)
+    assert config.limit("hand_off") == "5.0m + 100s (the tolerance at hand-off)"
+    assert config.limit("max_wait") == "8.00d + 7.1h (the tolerance at max_wait)"
+    # Without per-bound figures (the simulator's CheckConfig), every bound gets `tolerance`.
+    plain = CheckConfig(tolerance=60.0)
+    assert (plain.slack("hand_off"), plain.slack("max_wait")) == (60.0, 60.0)
+    assert plain.limit("hand_off") == "5.0m + 60s"
+
+
+def _pinned(seconds: float) -> History:
+    history = History()
+    history.add("deployment.registered", time=0.0, deployment="d1", data={"version": "v1"})
+    history.add("invocation.started", time=0.0, invocation="inv1", deployment="d1")
+    history.add("invocation.suspended", time=1.0, invocation="inv1", deployment="d1")
+    history.add("invocation.resumed", time=1.0 + seconds, invocation="inv1", deployment="d1")
+    history.add("invocation.completed", time=2.0 + seconds, invocation="inv1")
+    history.add("run.end", time=10.0 + seconds)
+    return history
+
+
+def test_a_ten_minute_pin_on_an_anchored_scale_is_a_violation() -> None:
+    config = Timing(ANCHORED, hand_off_after=300.0, max_wait=8 * DAY,
+                    tolerance=1.0).check_config()
+    [result] = run_checkers([PinningBound()], _pinned(600.0), config)
+    assert result.valid is False
+    assert "(limit 5.0m + 100s (the tolerance at hand-off))" in result.witness()
+    # Judged with the one widest tolerance, the 10-minute pin passed ("5.0m + 7.1h").
+    [widest] = run_checkers([PinningBound()], _pinned(600.0),
+                            replace(config, hand_off_tolerance=None))
+    assert widest.valid is True
+    # Within its own tolerance, a pin passes.
+    [within] = run_checkers([PinningBound()], _pinned(390.0), config)
+    assert within.valid is True, within.witness()
+
+
+def test_the_engines_measured_latency_is_added_to_every_bounds_tolerance() -> None:
+    config = Timing(ANCHORED, tolerance=1.0).check_config()
+    [plain] = run_checkers([PinningBound()], _pinned(420.0), config)
+    assert plain.valid is False  # 7 minutes: past 5.0m + 100s
+    latent = _pinned(420.0)
+    latent.add("clock.latency", time=latent[-1].time, data={"seconds": 30.0})
+    assert measured(config, latent).slack("hand_off") == pytest.approx(130.0)
+    assert measured(config, latent).slack("max_wait") == pytest.approx(
+        config.slack("max_wait") + 30.0)
+    [result] = run_checkers([PinningBound()], latent, config)
+    assert result.valid is True, result.witness()
+    longer = _pinned(600.0)
+    longer.add("clock.latency", time=longer[-1].time, data={"seconds": 30.0})
+    [late] = run_checkers([PinningBound()], longer, config)
+    assert ("(limit 5.0m + 2.2m (the tolerance at hand-off), of which 30s is the engine's "
+            "measured latency (clock.latency))") in late.witness()
+
+
+class _Scaled:
+    def __init__(self, scale: object) -> None:
+        self.time_scale = scale
+
+
+def test_a_step_on_a_scaled_clock_is_late_by_real_seconds() -> None:
+    from harness.run import _lateness
+
+    scaled = _Scaled(ANCHORED)
+    # 2 scenario hours after a step at 1 day are 0.28 real seconds on this scale: on time.
+    assert _lateness(scaled, DAY, DAY + 7200.0) is None  # type: ignore[arg-type]
+    # 2 real seconds late are, and the note gives both figures.
+    at = ANCHORED.scenario(ANCHORED.real(DAY) + 2.0)
+    assert _lateness(scaled, DAY, at) == "14.2h (real 2s)"  # type: ignore[arg-type]
+    # A runtime without a scale (the simulator) is late by scenario seconds, as before.
+    assert _lateness(object(), DAY, DAY + 2.0) == "2s"  # type: ignore[arg-type]
+    assert _lateness(object(), DAY, DAY + 0.5) is None  # type: ignore[arg-type]
+    # A `time_scale` that is no Scale (a bare factor) is not used.
+    assert _lateness(_Scaled(10.0), DAY, DAY + 2.0) == "2s"  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("field", "value"), [
@@ -152,6 +242,19 @@ def test_cards_are_closed_from_the_engines_result(toy: object, tmp_path: Path) -
     assert history.records.index(result) < history.records.index(ended)
     verdicts = {r.checker: r.valid for r in run.results}  # type: ignore[attr-defined]
     assert verdicts["turn-outcome"] is True
+
+
+def test_steps_on_the_kits_scaled_clock_are_not_late_by_scenario_seconds(
+        toy: object, tmp_path: Path) -> None:
+    """After 5 minutes one real millisecond is minutes of the toy's scenario time: a step
+    applied on time in real terms came scenario seconds after its `at`, and was noted late."""
+    path = _scenario(tmp_path, "days", 'horizon = "3d"\n' + MESSAGE +
+                     '[[step]]\nat = "1d"\ndo = "answer"\nsession = "s1"\n'
+                     'decision = "approve"\n'
+                     '[[step]]\nat = "2d"\ndo = "message"\nsession = "s2"\n'
+                     'text = "email ann"\ntools = ["send_email"]\n')
+    run, _ = _run(toy, path, tmp_path)
+    assert [n.text for n in run.notes if n.kind == "late"] == []  # type: ignore[attr-defined]
 
 
 def test_a_kill_at_the_apps_own_fault_point_lands_in_its_window(

@@ -33,10 +33,6 @@ def at(time: float) -> str:
     return f"t={fmt_duration(time)}"
 
 
-def limit_text(config: CheckConfig, bound: float) -> str:
-    return f"{fmt_duration(bound)} + {fmt_duration(config.tolerance)}"
-
-
 class Dedup:
     """Remembers (kind, event_id) of observations already seen."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Literal, Protocol
 
 from harness.history import History, Record, fmt_duration
 
@@ -29,6 +29,29 @@ class CheckConfig:
     liveness_bound: float = 3600.0
     # Of `tolerance`, the part a real engine's own latency needed (see `measured`).
     latency: float = 0.0
+    # The slack at each bound, when it is not `tolerance` (None): on a scaled clock a real
+    # second of slack is minutes near `hand_off_after` and hours near `max_wait`, and one
+    # figure for both would judge the pinning bound with hours of slack (see harness.kit).
+    hand_off_tolerance: float | None = None
+    max_wait_tolerance: float | None = None
+
+    def slack(self, bound: Bound) -> float:
+        """The tolerance that applies at `bound`: its own, else `tolerance`."""
+        own = self.hand_off_tolerance if bound == "hand_off" else self.max_wait_tolerance
+        return self.tolerance if own is None else own
+
+    def limit(self, bound: Bound) -> str:
+        """A witness's limit at `bound`: the bound plus the tolerance that applied, named
+        when it is the bound's own (`5.0m + 1.7m (the tolerance at hand-off)`)."""
+        own = self.hand_off_tolerance if bound == "hand_off" else self.max_wait_tolerance
+        value = self.hand_off_after if bound == "hand_off" else self.max_wait
+        text = f"{fmt_duration(value)} + {fmt_duration(self.slack(bound))}"
+        if own is not None:
+            text += f" (the tolerance at {'hand-off' if bound == 'hand_off' else 'max_wait'})"
+        return text + tolerance_note(self)
+
+
+Bound = Literal["hand_off", "max_wait"]
 
 
 def measured(config: CheckConfig, history: History) -> CheckConfig:
@@ -43,8 +66,15 @@ def measured(config: CheckConfig, history: History) -> CheckConfig:
     for record in reversed(history.records):
         if record.kind == "clock.latency":
             latency = max(0.0, float(record.data.get("seconds", 0.0)))
-            return replace(config, tolerance=config.tolerance + latency, latency=latency)
+            return replace(
+                config, tolerance=config.tolerance + latency, latency=latency,
+                hand_off_tolerance=_plus(config.hand_off_tolerance, latency),
+                max_wait_tolerance=_plus(config.max_wait_tolerance, latency))
     return config
+
+
+def _plus(tolerance: float | None, latency: float) -> float | None:
+    return None if tolerance is None else tolerance + latency
 
 
 def tolerance_note(config: CheckConfig) -> str:

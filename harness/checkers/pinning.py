@@ -5,7 +5,8 @@ invocation keeps that deployment from being retired. The design bounds every sus
 `hand_off_after` (after which the wait moves into state), so every superseded deployment
 drains within that bound too.
 
-Two rules, both against `hand_off_after + tolerance`:
+Two rules, both against `hand_off_after` plus the tolerance at that bound
+(`CheckConfig.slack("hand_off")`):
 
 - every suspended interval (`invocation.suspended` until `invocation.resumed`, `.completed` or
   the end of the run) is within the bound;
@@ -33,7 +34,6 @@ from harness.checkers._common import (
     Faults,
     at,
     guarded,
-    limit_text,
     merge,
     overlap,
     run_end,
@@ -43,7 +43,6 @@ from harness.checkers.base import (
     Result,
     Violation,
     cite,
-    tolerance_note,
     verdict,
 )
 from harness.history import History, Record, fmt_duration
@@ -204,8 +203,8 @@ class PinningBound:
         # A call a world service held (a slow answer, a timeout) blocks its caller as a
         # paused host does: not a wait of the design, so not counted against the bound.
         host_down = merge(host_down + faults.held())
-        bound = config.hand_off_after + config.tolerance
-        limit = limit_text(config, config.hand_off_after) + tolerance_note(config)
+        bound = config.hand_off_after + config.slack("hand_off")
+        limit = config.limit("hand_off")
         violations: list[Violation] = []  # deployments first: the headline
         suspended_too_long: list[Violation] = []
 

@@ -5,7 +5,8 @@ A wait starts at `turn.waiting` (the hand-off: the turn waits as state). It has 
 - answered: the same turnId resumes (`turn.resumed` with the same tool call; the outcome says
   how: answered, denied, rejected_access, background, expired, ...);
 - expired: the tool result is `expired`, no earlier than `max_wait` after the wait started
-  and, unless faults held things up, no later than `max_wait + tolerance`;
+  and, unless faults held things up, no later than `max_wait + tolerance` (the tolerance at
+  that bound, `CheckConfig.slack("max_wait")`, as everywhere below);
 - ended by a new message: the turn ends (`turn.ended`) while it waits, like a steer.
 
 A doubled resume (two distinct `turn.resumed` for one wait, or a resume after the turn
@@ -47,7 +48,6 @@ from harness.checkers._common import (
     at,
     attr,
     guarded,
-    limit_text,
     merge,
     overlap,
     run_end,
@@ -184,8 +184,8 @@ class TurnOutcome:
         end_time = run_end(history)
         host_down, provider = faults.finish(end_time)
         fault_windows = merge(host_down + provider)
-        max_wait, tolerance = config.max_wait, config.tolerance
-        limit = limit_text(config, max_wait)
+        max_wait, tolerance = config.max_wait, config.slack("max_wait")
+        limit = config.limit("max_wait")
         violations: list[Violation] = []
         counts = {"answered": 0, "expired": 0, "ended": 0, "open": 0, "doubled": 0}
 
@@ -308,10 +308,16 @@ class TurnOutcome:
         counts["doubled_outcomes"] = doubled_outcomes
         counts["late_answers"] = late_answers
         counts["misfiled"] = len(misfiled)
+        # Reached when any rule judged something: a wait as state, and also a card or a tool
+        # call's results, which an agent that waits in-call has without any `turn.waiting`
+        # (JUnit called such runs skipped "without reaching its window").
+        judged = set(origins) | set(finals) | set(log_results)
+        reached = bool(waits) or bool(judged) or bool(violations)
         return verdict(
-            self.name, violations, reached=bool(waits) or bool(violations),
-            note="" if waits else "no turn waited on a person as state",
-            stats={"waits": float(len(waits)), **{k: float(v) for k, v in counts.items()}},
+            self.name, violations, reached=reached,
+            note="" if reached else "no turn waited on a person and no tool call had a result",
+            stats={"waits": float(len(waits)), "judged": float(len(judged)),
+                   **{k: float(v) for k, v in counts.items()}},
         )
 
 

@@ -95,6 +95,7 @@ class SdkRealRuntime:
         self.history = ctx.history
         self.scale = scale
         self.clock = ScaledClock(TimeScale(scale))
+        self.time_scale = self.clock.scale  # steps are late by real seconds (harness.run)
         self.app_spec, self.cwd = app_spec, cwd
         self.server = WorldServer(ctx.history, now=self.now).start()
         self.world = self.server.world
