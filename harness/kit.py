@@ -416,11 +416,6 @@ class KitAdapter:
     engine: str = "real"
     requires: tuple[str, ...] = ()
 
-    def slack_at(self, bound: float) -> float:
-        """`tolerance` real seconds in scenario seconds, just before scenario time `bound`."""
-        real = self.scale.real(bound)
-        return bound - self.scale.scenario(max(0.0, real - self.tolerance))
-
     def check_config(self) -> CheckConfig:
         return self.timing.check_config()
 
