@@ -86,18 +86,24 @@ def tracked_files() -> list[str]:
     return [p for p in out.split("\0") if p and (ROOT / p).is_file()]
 
 
+# What the oracle runs: a session is resumed only while these are unchanged.
+JUDGED = ("contract/", "harness/", "reference_impl/", "scenarios/")
+
+
 def fingerprint(files: list[str]) -> str:
-    """A session is resumed only over the same code: the hash of every tracked file."""
+    """A session is resumed only over the same code: the hash of what the oracle runs."""
     digest = hashlib.sha256()
-    for path in sorted(files):
+    for path in sorted(p for p in files if p.startswith(JUDGED)):
         digest.update(path.encode())
         digest.update((ROOT / path).read_bytes())
     return digest.hexdigest()[:16]
 
 
-def prepare(modules: tuple[str, ...], timeout: float) -> tuple[Path, Path, Path]:
+def prepare(
+    modules: tuple[str, ...], timeout: float, session: Path | None = None
+) -> tuple[Path, Path, Path]:
     files = tracked_files()
-    session_dir = SCRATCH / fingerprint(files)
+    session_dir = session or SCRATCH / fingerprint(files)
     tree = session_dir / "tree"
     config = session_dir / "cosmic-ray.toml"
     db = session_dir / "session.sqlite"
@@ -271,12 +277,13 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=0, help="run only N mutants (a sample)")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per mutant")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--session", type=Path, help="a session directory under .scratch/mutation")
     args = parser.parse_args()
     if shutil.which("cosmic-ray", path=str(Path(sys.executable).parent)) is None:
         print("mutation: cosmic-ray is missing; `make mutate` installs it (extra 'mutate')",
               file=sys.stderr)
         return 2
-    tree, config, db = prepare(tuple(args.modules), args.timeout)
+    tree, config, db = prepare(tuple(args.modules), args.timeout, args.session)
     if not args.report_only:
         if args.limit:
             limit_work(db, args.limit)
