@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from contract import records
+from contract.services import ServiceError
 from contract.threadlog import ThreadLogStore
 
 # kind -> the fields it always carries (besides event_id): a view of the vocabulary in
@@ -39,13 +40,18 @@ class ModelProvider(Protocol):
         """Returns {"text": str} or {"tool_call": {"id": str, "name": str, "args": dict}}.
 
         Raises ProviderError on 500/429/timeout: the caller retries with the same key, and
-        a retry of a completion already produced and billed is not billed again.
+        a retry of a completion already produced and billed is not billed again. A 200
+        whose body is `{"error": ...}` is a failure too (`contract.services.body_error`).
         """
         ...
 
 
-class ProviderError(Exception):
+class ProviderError(ServiceError):
     """The model provider failed; it may or may not have done the work (retry same key)."""
+
+
+# Every world endpoint below fails the same ways (`contract.services.SERVICE_FAULTS`): it
+# raises `ServiceError`, or answers a body that `body_error` reads as an error.
 
 
 class Mailer(Protocol):

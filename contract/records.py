@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Literal
 
+from contract import services
+
 __all__ = [
     "FIELDS",
     "JUDGED_ON",
@@ -56,7 +58,7 @@ SOURCES: Final[Mapping[str, str]] = MappingProxyType({
     "engine": "the durable-execution engine: the simulator, or an engine observer / adapter "
               "reading a real engine's state (Restate, Temporal, DBOS)",
     "world": "the world the harness owns: the model provider, the outbox, the ledger, the "
-             "identity directory",
+             "identity directory, the approval card service",
     "runner": "the runner: the schedule's steps (operations `op.*`, faults `fault.*`) and the "
               "run's end",
     "final": "the adapter at the end of a run: the committed state it reads back",
@@ -108,7 +110,9 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "step": "the schedule step's number (1-based, in the scenario file's order)",
     "lacks": "what the runtime lacks for the step: a capability, a world endpoint or a fault "
              "point it does not declare",
-    "fault": "the provider fault injected",
+    "fault": "the service fault injected (`contract.services.SERVICE_FAULTS`)",
+    "service": "the world service a fault is on (`contract.services.SERVICES`)",
+    "throttled": "true when the fault is a 429 repeated because Retry-After had not passed",
     "times": "how many times",
     "seconds": "real seconds",
     "replay": "true when the attempt replays a journal (a retry or a move to another host)",
@@ -147,7 +151,7 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
 # recorded as `fault.<action>` with `skipped`, so each has a kind here.
 SCHEDULE_ACTIONS: Final = (
     "message", "answer", "background", "cancel", "revoke", "grant", "deploy", "gc-pause",
-    "crash", "provider", "arm", "network", "clock-jump",
+    "crash", "service-fault", "arm", "network", "clock-jump",
 )
 
 # Value sets shared by several kinds.
@@ -157,7 +161,9 @@ TOOL_OUTCOMES: Final = (
 )
 TURN_END_REASONS: Final = ("completed", "steered", "cancelled", "held")
 EFFECTS: Final = ("email", "charge", "model")
-PROVIDER_FAULTS: Final = ("500_before", "500_after_billed", "429", "timeout")
+# Why an answer was not applied: the call already had its answer or final outcome, it ended
+# (a new message, a cancel), it expired, or the person answering is not the one asked.
+ANSWER_REFUSALS: Final = ("already_decided", "ended", "expired", "not_yours")
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +239,10 @@ _KINDS: Final = (
     Kind("tool.result", _RUN, "a tool call has its one final result",
          ("session", "turn", "tool_call", "outcome"), ("tool", "background", "run", *_OBS),
          (("outcome", TOOL_OUTCOMES),)),
+    Kind("answer.refused", _RUN, "a person's answer was not applied, and the person is told "
+         "why: the call already had its answer or outcome, ended, expired, or is not theirs",
+         ("session", "tool_call", "reason"), ("turn", "decision", "user", "outcome", *_OBS),
+         (("reason", ANSWER_REFUSALS),), mark="answer refused"),
     Kind("tool.background", _RUN, "the person sent a waiting tool call to the background",
          ("session", "turn", "tool_call"), ("tool", "phase", *_OBS), mark="background"),
     Kind("tool.finished", _RUN, "a backgrounded tool call finished (toolFinished delivered)",
@@ -241,7 +251,8 @@ _KINDS: Final = (
     Kind("threadlog.assigned", _RUN, "a host took ownership of the thread at a new epoch",
          ("session", "epoch"), ("owner", "after_seq", *_OBS), mark="assigned"),
     Kind("threadlog.appended", _RUN, "an entry was appended to the thread log",
-         ("session", "epoch", "seq"), ("owner", "entry", "entry_kind", *_OBS)),
+         ("session", "epoch", "seq"),
+         ("owner", "entry", "entry_kind", "turn", "tool_call", *_OBS)),
     Kind("threadlog.rejected", _RUN, "an append was rejected (stale epoch, aborted "
          "transaction)", ("session", "epoch", "reason"),
          ("owner", "entry", "detail", "stale", *_OBS),
@@ -318,8 +329,11 @@ _KINDS: Final = (
     Kind("effect.deduplicated", "world", "a retry under a delivered key: nothing delivered",
          (), ("effect", "logical", "key", "session", "turn", "tool_call"),
          (("effect", EFFECTS),), open_values=True),
-    Kind("provider.fault", "world", "the model provider failed a call on purpose",
-         ("fault",), ("session", "turn", "key"), (("fault", PROVIDER_FAULTS),)),
+    Kind("service.fault", "world", "a world service (the provider, email, payments, identity, "
+         "cards) failed a call on purpose; an effect it did is recorded as delivered too",
+         ("service", "fault"), ("session", "turn", "tool_call", "key", "throttled",
+                                "duration"),
+         (("service", services.SERVICES), ("fault", services.FAULT_NAMES))),
     Kind("identity.revoked", "world", "a user lost access to a tool ('*': every tool)",
          ("user",), ("tool",)),
     Kind("identity.granted", "world", "a user got access to a tool back", ("user",),
@@ -346,7 +360,7 @@ _KINDS: Final = (
     *(Kind(f"fault.{action}", "runner",
            f"the schedule's `{action}` step (with `skipped` when the runtime lacks the "
            "capability)", (), ("host", "deployment", "duration", "point", "action", "fault",
-                               "times", "link", "kind", "skipped", "reason"),
+                               "service", "times", "link", "kind", "skipped", "reason"),
            types=("info", "event"))
       for action in SCHEDULE_ACTIONS if action != "deploy"),
     Kind("fault.deploy", "runner", "a `deploy` step the runtime could not take (`skipped`)",
@@ -354,7 +368,7 @@ _KINDS: Final = (
     # -- the final state, read back at the end of a run
     Kind("threadlog.committed", "final", "a committed thread log entry, read back at the end",
          ("session", "epoch", "seq"), ("owner", "entry", "kind"),
-         (("kind", ("user", "model", "tool_intent", "tool_result", "turn_end")),),
+         (("kind", ("user", "model", "tool_intent", "tool_result", "tool_hold", "turn_end")),),
          open_values=True),
     Kind("threadlog.owner", "final", "a thread's control row at the end", ("session", "epoch"),
          ("owner",)),
@@ -504,7 +518,9 @@ _FAULTS: Final = (
     ("host.restarted", ("host", "deployment")),
     ("fault.gc-pause", ("host", "duration")),
     ("fault.crash", ("host",)),
-    ("fault.provider", ()),
+    ("fault.service-fault", ()),
+    ("service.fault", ("duration",)),
+    ("fault.clock-jump", ("duration",)),
     ("fault.heal", ("at",)),
 )
 # Read by every checker: the engine's measured latency and the run's end.
@@ -561,7 +577,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("turn.resumed", ("session", "turn", "tool_call", "outcome")),
         ("turn.ended", ("session", "turn", "reason")),
         ("turn.held", ("session", "turn", "tool_call")),
-        ("threadlog.appended", ("entry",)),
+        ("threadlog.appended", ("entry", "session", "turn", "tool_call")),
         ("threadlog.committed", ("entry",)),
         *_FAULTS, *_EVERY,
     ),
@@ -596,6 +612,23 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("tool.result", ("session", "tool_call", "outcome")),
         ("turn.held", ("session", "turn", "tool_call")),
         ("turn.ended", ("session", "turn", "reason")),
+        *_FAULTS, *_EVERY,
+    ),
+    "effect-authorized": _reads(
+        ("tool.awaiting", ("tool_call",)),
+        ("tool.handoff", ("tool_call",)),
+        ("turn.waiting", ("tool_call",)),
+        ("op.answer", ("tool_call", "decision")),
+        ("tool.result", ("tool_call", "outcome")),
+        ("turn.held", ("tool_call",)),
+        ("tool.intent", ("tool_call",)),
+        ("effect.delivered", ("tool_call", "effect")),
+        *_EVERY,
+    ),
+    "answer-fate": _reads(
+        ("op.answer", ("tool_call", "decision")),
+        ("tool.result", ("tool_call", "outcome")),
+        ("answer.refused", ("tool_call", "decision", "reason")),
         *_FAULTS, *_EVERY,
     ),
     "liveness": _reads(

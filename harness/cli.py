@@ -250,6 +250,8 @@ def load_scenarios(specs: Sequence[str] | None) -> list[Schedule]:
 
 
 def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
+    from harness.report.summary import step_kinds_of
+
     lines = []
     for adapter in suite.adapters:
         runs = suite.of_adapter(adapter)
@@ -300,6 +302,9 @@ def _summary(suite: SuiteOutcome, report_dir: Path) -> str:
             if examples[0][1]:
                 lines.append(f"    replay: {examples[0][1]}")
         lines.extend(_capability_lines(runs))
+    held = step_kinds_of(suite.runs)
+    if held.schedules:
+        lines.append(f"step kinds: {held.describe()} (the report counts each)")
     if suite.scenario_sets:
         lines.append(f"scenario sets: {', '.join(suite.scenario_sets)}")
     for minimal in suite.shrunk:

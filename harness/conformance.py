@@ -190,7 +190,7 @@ class _Contract:
             self.fail("open", problem, fix)
         world = runtime.world
         for path in ("cards.open_cards", "directory.revoke", "directory.grant",
-                     "provider.inject"):
+                     "services.inject"):
             owner, _, method = path.partition(".")
             if not callable(getattr(getattr(world, owner, None), method, None)):
                 self.fail("open", f"runtime.world has no {path}()",

@@ -72,6 +72,9 @@ class RunOutcome:
     shrink_cut_short: bool = False
     # Invariants the scenario says must be violated (`[expect] fails`): it pins a known bug.
     expected_failures: tuple[str, ...] = ()
+    # The kinds of step the schedule holds (`Schedule.step_kinds`, in `STEP_KINDS` order):
+    # what the report counts per kind over the generated schedules.
+    step_kinds: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:

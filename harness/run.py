@@ -42,7 +42,7 @@ from harness.errors import AdapterUnavailable, RunTimeout
 from harness.history import History, Record, fmt_duration
 from harness.outcome import RunOutcome, SkippedStep
 from harness.scaling import real_seconds
-from harness.schedules.model import FAULT_ACTIONS, Schedule, Step
+from harness.schedules.model import FAULT_ACTIONS, STEP_KINDS, Schedule, Step
 from harness.sim import Simulator
 from harness.watchdog import Watchdog
 
@@ -194,6 +194,7 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         error=error,
         expected=_expected(schedule),
         expected_failures=tuple(k for k, v in schedule.expect if v == "fails"),
+        step_kinds=_step_kinds(schedule),
         alive=_alive(summarised),
         opened=opened,
         step_notes=tuple(notes),
@@ -201,6 +202,11 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         unclaimed=tuple(r for r in judged if r.checker not in claimed),
     )
     return _save(outcome, schedule, history, options)
+
+
+def _step_kinds(schedule: Schedule) -> tuple[str, ...]:
+    held = schedule.step_kinds()
+    return tuple(kind for kind in STEP_KINDS if kind in held)
 
 
 def _injected(schedule: Schedule, skipped: Sequence[SkippedStep]) -> dict[str, int]:
@@ -289,7 +295,7 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
            number: int = 0) -> None:
     action = step.action
     notes = notes if notes is not None else []
-    lacks = lacking(runtime, action, step.get("point"))
+    lacks = lacking(runtime, action, step.get("point"), step.get("service"))
     if lacks is not None:
         # Not applied, and said so: a step the runtime cannot take must not read as a step
         # it took and survived.
@@ -342,10 +348,11 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
         runtime.world.directory.revoke(step.get("user"), step.get("tool"))
     elif action == "grant":
         runtime.world.directory.grant(step.get("user"), step.get("tool"))
-    elif action == "provider":
-        runtime.world.provider.inject(step.get("fault"), step.get("times"))
-        history.add("fault.provider", "info", data={"fault": step.get("fault"),
-                                                    "times": step.get("times")})
+    elif action == "service-fault":
+        runtime.world.services.inject(step.get("service"), step.get("fault"), step.get("times"))
+        history.add("fault.service-fault", "info", data={"service": step.get("service"),
+                                                         "fault": step.get("fault"),
+                                                         "times": step.get("times")})
     elif action == "deploy":
         dep = runtime.deploy(step.get("version"))  # type: ignore[attr-defined]
         history.add("fault.redeploy", "info", deployment=dep)
@@ -368,8 +375,10 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
                                                    "kind": step.get("kind"),
                                                    "duration": step.get("duration")})
     elif action == "clock-jump":
-        runtime.clock_jump(step.get("duration"))  # type: ignore[attr-defined]
+        # Recorded where the jump starts: the checkers read [time, time + duration] as time
+        # the runtime never had.
         history.add("fault.clock-jump", "info", data={"duration": step.get("duration")})
+        runtime.clock_jump(step.get("duration"))  # type: ignore[attr-defined]
 
 
 def _open_cards(runtime: Runtime, session: str, engine: str, known: bool) -> list[Any]:

@@ -1,13 +1,17 @@
 """The world the runtime under test acts on, owned by the harness.
 
-A fake model provider (whose faults include "500 after the completion was produced and
-billed", 429 and timeouts), an email outbox and a charge ledger that record every delivery
-with its key, identity and the tool catalog, and the approval UI where the person answers.
-The runtime only gets endpoints (`contract.ports.Ports`). Everything the world sees goes
-into the history, so checkers judge what reached the world, not what the runtime believes.
+A fake model provider, an email outbox and a charge ledger that record every delivery with
+its key, identity and the tool catalog, and the approval UI where the person answers. Every
+one of these services fails the ways real providers fail when a schedule says so (the table
+is `contract.services.SERVICE_FAULTS`: 500 before or after the work, 429 with Retry-After, a
+timeout after the work, a slow answer, a 200 whose body is an error); `Services.call` is the
+one place that applies a fault to a call. The runtime only gets endpoints
+(`contract.ports.Ports`). Everything the world sees goes into the history, so checkers judge
+what reached the world, not what the runtime believes: an effect is recorded when it is
+done, also when the caller then sees a failure.
 
 This module holds the in-process world for the simulator: its awaits take virtual time
-(`Simulator.io`). The real path serves the same `FakeProvider` logic over HTTP.
+(`Simulator.io`). The real path serves the same logic over HTTP (`harness.world_server`).
 """
 
 from __future__ import annotations
@@ -15,9 +19,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-from contract import records as vocabulary
 from contract.ports import (
     ApprovalUI,
     Config,
@@ -31,11 +34,18 @@ from contract.ports import (
     ToolCatalog,
     ToolSpec,
 )
+from contract.services import (
+    FAULT_NAMES,
+    RETRY_AFTER,
+    SERVICES,
+    ServiceError,
+    ServiceFault,
+    fault_named,
+)
 from contract.threadlog import ThreadLogStore
 from harness.history import History
 
-# The provider faults a schedule may inject: the vocabulary's value set of provider.fault.
-PROVIDER_FAULTS: Final = vocabulary.PROVIDER_FAULTS
+T = TypeVar("T")
 
 DEFAULT_TOOLS: Final[dict[str, ToolSpec]] = {
     "send_email": ToolSpec("send_email", needs_approval=True, effect="email"),
@@ -69,7 +79,6 @@ class WorldState:
     delivered: dict[str, Any] = field(default_factory=dict)  # effect key -> response
     revoked: set[tuple[str, str]] = field(default_factory=set)
     cards: dict[str, Card] = field(default_factory=dict)
-    provider_faults: deque[str] = field(default_factory=deque)
     tools: dict[str, ToolSpec] = field(default_factory=lambda: dict(DEFAULT_TOOLS))
 
     def deliver(
@@ -99,6 +108,93 @@ class WorldState:
                 if r.data.get("effect") == effect]
 
 
+class Services:
+    """The faults a schedule injected into the world's services, and how a call meets them.
+
+    Each service has a queue of faults: its next calls meet them in order, one each. A 429
+    also throttles the service for `retry_after` seconds: a call before that gets 429 again
+    (as a rate-limited provider answers), so a caller that ignores Retry-After keeps failing.
+    `timeout` is how long a call that gets no answer hangs, `slow` how late a slow answer
+    comes (scenario seconds on the simulator, real seconds over HTTP).
+    """
+
+    def __init__(self, world: WorldState, timeout: float = 30.0, slow: float = 60.0,
+                 retry_after: float = RETRY_AFTER,
+                 clock: Callable[[], float] | None = None) -> None:
+        self.world = world
+        self.timeout = timeout
+        self.slow = slow
+        self.retry_after = retry_after
+        # The throttle's clock: the world's (virtual) one on the simulator; real time over
+        # HTTP, where a real engine retries in real seconds while virtual time stands still.
+        self.clock = clock or world.now
+        self._queued: dict[str, deque[ServiceFault]] = {}
+        self._throttled_until: dict[str, float] = {}
+
+    def inject(self, service: str, fault: str, times: int = 1) -> None:
+        if service not in SERVICES:
+            raise ValueError(f"unknown service {service!r}; known: {SERVICES}")
+        try:
+            kind = fault_named(fault)
+        except KeyError:
+            raise ValueError(f"unknown service fault {fault!r}; known: {FAULT_NAMES}") from None
+        self._queued.setdefault(service, deque()).extend([kind] * times)
+
+    def pending(self, service: str) -> int:
+        """Faults injected into `service` that no call met yet."""
+        return len(self._queued.get(service, ()))
+
+    def _next(self, service: str) -> tuple[ServiceFault | None, bool]:
+        """The fault the next call of `service` meets, and whether it is the throttle."""
+        if self.clock() < self._throttled_until.get(service, float("-inf")):
+            return fault_named("429"), True
+        queued = self._queued.get(service)
+        return (queued.popleft() if queued else None), False
+
+    async def call(self, service: str, work: Callable[[], T], *, key: str | None = None,
+                   session: str | None = None, turn: str | None = None,
+                   tool_call: str | None = None) -> T | dict[str, Any]:
+        """Do `work` (the service's own effect, recorded as it is done) under the next fault.
+
+        Returns what `work` returns, or an error body (`{"error": ...}`) for a 200 that says
+        error; raises `ServiceError` (`ProviderError` for the provider) for the others.
+        """
+        world = self.world
+        fault, throttled = self._next(service)
+        if fault is None:
+            return work()
+        data: dict[str, Any] = {"service": service, "fault": fault.name}
+        if throttled:
+            data["throttled"] = True
+        # How long the call is held: a fault window the checkers know (a pin or a wait that
+        # lasts through it is the fault's doing).
+        held = {"slow": self.slow, "no-answer": self.timeout}.get(fault.presents)
+        if held is not None:
+            data["duration"] = held
+        world.history.add("service.fault", session=session, turn=turn, tool_call=tool_call,
+                          key=key, data=data)
+        what = f"{service} {fault.meaning} ({key or tool_call or 'no key'})"
+        error = ProviderError if service == "provider" else ServiceError
+        if fault.presents == "body-error":
+            return {"error": what}
+        if fault.presents == "slow":
+            await world.sleep(self.slow)
+            return work()
+        if not fault.done:
+            retry_after = None
+            if fault.status == 429:
+                retry_after = self.retry_after
+                if not throttled:
+                    self._throttled_until[service] = self.clock() + retry_after
+            raise error(f"{fault.status}: {what}", service=service, status=fault.status,
+                        retry_after=retry_after)
+        work()
+        if fault.presents == "no-answer":
+            await world.sleep(self.timeout)
+            raise error(f"no answer: {what}", service=service, status=None)
+        raise error(f"{fault.status}: {what}", service=service, status=fault.status)
+
+
 class FakeProvider:
     """A model provider driven by the plan in the user's message.
 
@@ -106,15 +202,13 @@ class FakeProvider:
     with text. A completion is billed once per idempotency key.
     """
 
-    def __init__(self, world: WorldState, latency: float = 2.0, timeout: float = 30.0) -> None:
+    def __init__(self, world: WorldState, services: Services, latency: float = 2.0) -> None:
         self.world = world
+        self.services = services
         self.latency = latency
-        self.timeout = timeout
 
     def inject(self, fault: str, times: int = 1) -> None:
-        if fault not in PROVIDER_FAULTS:
-            raise ValueError(f"unknown provider fault {fault!r}; known: {PROVIDER_FAULTS}")
-        self.world.provider_faults.extend([fault] * times)
+        self.services.inject("provider", fault, times)
 
     async def complete(
         self, *, session: str, turn: str, step: int, messages: list[dict[str, Any]],
@@ -122,21 +216,14 @@ class FakeProvider:
     ) -> dict[str, Any]:
         world = self.world
         await world.sleep(self.latency)
-        fault = world.provider_faults.popleft() if world.provider_faults else None
-        if fault is not None:
-            world.history.add("provider.fault", session=session, turn=turn,
-                              key=idempotency_key, data={"fault": fault})
-        if fault in ("500_before", "429"):
-            raise ProviderError(f"provider returned {fault[:3]} for {idempotency_key}")
-        if fault == "timeout":
-            await world.sleep(self.timeout)
-            raise ProviderError(f"provider timed out for {idempotency_key}")
-        _, response = world.deliver(
-            "model", idempotency_key, f"{turn}:{step}", plan_response(turn, messages),
-            session=session, turn=turn,
-        )
-        if fault == "500_after_billed":
-            raise ProviderError(f"provider returned 500 after billing {idempotency_key}")
+
+        def bill() -> Any:
+            return world.deliver("model", idempotency_key, f"{turn}:{step}",
+                                 plan_response(turn, messages), session=session,
+                                 turn=turn)[1]
+
+        response = await self.services.call("provider", bill, key=idempotency_key,
+                                            session=session, turn=turn)
         return dict(response)
 
 
@@ -154,46 +241,71 @@ def plan_response(turn: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 class Outbox:
-    def __init__(self, world: WorldState, latency: float = 0.5) -> None:
+    def __init__(self, world: WorldState, services: Services, latency: float = 0.5) -> None:
         self.world = world
+        self.services = services
         self.latency = latency
 
     async def send_email(
         self, *, message_id: str, to: str, subject: str, body: str, tool_call: str
     ) -> dict[str, Any]:
         await self.world.sleep(self.latency)
-        _, response = self.world.deliver(
-            "email", message_id, tool_call, {"message_id": message_id, "status": "sent"},
-            tool_call=tool_call,
-        )
-        return dict(response)
+
+        def send() -> Any:
+            return self.world.deliver(
+                "email", message_id, tool_call, {"message_id": message_id, "status": "sent"},
+                tool_call=tool_call)[1]
+
+        return dict(await self.services.call("email", send, key=message_id,
+                                             tool_call=tool_call))
 
 
 class Ledger:
-    def __init__(self, world: WorldState, latency: float = 0.5) -> None:
+    def __init__(self, world: WorldState, services: Services, latency: float = 0.5) -> None:
         self.world = world
+        self.services = services
         self.latency = latency
 
     async def charge(self, *, idempotency_key: str, amount: int, tool_call: str) -> dict[str, Any]:
         await self.world.sleep(self.latency)
-        _, response = self.world.deliver(
-            "charge", idempotency_key, tool_call,
-            {"charge_id": f"ch_{idempotency_key}", "amount": amount}, tool_call=tool_call,
-        )
-        return dict(response)
+
+        def charge() -> Any:
+            return self.world.deliver(
+                "charge", idempotency_key, tool_call,
+                {"charge_id": f"ch_{idempotency_key}", "amount": amount},
+                tool_call=tool_call)[1]
+
+        return dict(await self.services.call("payments", charge, key=idempotency_key,
+                                             tool_call=tool_call))
+
+
+def _answer(response: Any, service: str) -> Any:
+    """A port whose answer is not a dict has no body to carry an error: a 200 that says
+    error is a `ServiceError` there (over HTTP the client reads the body the same way)."""
+    if isinstance(response, dict) and "error" in response:
+        raise ServiceError(f"200 with an error body: {response['error']}", service=service,
+                           status=200)
+    return response
 
 
 class Directory:
     """Identity and tool catalog: who may use which tool, re-resolved on every re-run."""
 
-    def __init__(self, world: WorldState) -> None:
+    def __init__(self, world: WorldState, services: Services | None = None) -> None:
         self.world = world
+        self.services = services or Services(world)
 
     async def has_access(self, user: str, tool: str) -> bool:
-        return (user, tool) not in self.world.revoked and (user, "*") not in self.world.revoked
+        def check() -> bool:
+            revoked = self.world.revoked
+            return (user, tool) not in revoked and (user, "*") not in revoked
+
+        return bool(_answer(await self.services.call("identity", check), "identity"))
 
     async def lookup(self, name: str) -> ToolSpec | None:
-        return self.world.tools.get(name)
+        spec = await self.services.call("identity", lambda: self.world.tools.get(name))
+        answer: ToolSpec | None = _answer(spec, "identity")
+        return answer
 
     def revoke(self, user: str, tool: str = "*") -> None:
         self.world.revoked.add((user, tool))
@@ -207,19 +319,28 @@ class Directory:
 class CardBoard:
     """The approval UI: cards the runtime shows and the person answers."""
 
-    def __init__(self, world: WorldState) -> None:
+    def __init__(self, world: WorldState, services: Services | None = None) -> None:
         self.world = world
+        self.services = services or Services(world)
 
     async def show_card(
         self, *, session: str, turn: str, tool_call: str, tool: str, args: dict[str, Any]
     ) -> None:
-        if tool_call not in self.world.cards:
-            self.world.cards[tool_call] = Card(session, turn, tool_call, tool, self.world.now())
+        def show() -> None:
+            if tool_call not in self.world.cards:
+                self.world.cards[tool_call] = Card(session, turn, tool_call, tool,
+                                                   self.world.now())
+
+        _answer(await self.services.call("cards", show, session=session, turn=turn,
+                                         tool_call=tool_call), "cards")
 
     async def close_card(self, *, tool_call: str, outcome: str) -> None:
-        card = self.world.cards.get(tool_call)
-        if card is not None and card.closed is None:
-            card.closed = outcome
+        def close() -> None:
+            card = self.world.cards.get(tool_call)
+            if card is not None and card.closed is None:
+                card.closed = outcome
+
+        _answer(await self.services.call("cards", close, tool_call=tool_call), "cards")
 
     def open_cards(self, session: str) -> list[Card]:
         return [c for c in self.world.cards.values() if c.session == session and not c.closed]
@@ -257,11 +378,12 @@ class World:
         effect_latency: float = 0.5,
     ) -> None:
         self.state = WorldState(history, now, sleep)
-        self.provider = FakeProvider(self.state, model_latency)
-        self.outbox = Outbox(self.state, effect_latency)
-        self.ledger = Ledger(self.state, effect_latency)
-        self.directory = Directory(self.state)
-        self.cards = CardBoard(self.state)
+        self.services = Services(self.state)
+        self.provider = FakeProvider(self.state, self.services, model_latency)
+        self.outbox = Outbox(self.state, self.services, effect_latency)
+        self.ledger = Ledger(self.state, self.services, effect_latency)
+        self.directory = Directory(self.state, self.services)
+        self.cards = CardBoard(self.state, self.services)
         self.observer: Observer = HistoryObserver(observe or history.add)
 
     def ports(self, threadlog: ThreadLogStore, config: Config) -> Ports:

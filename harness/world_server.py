@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import json
+import math
 import sys
 import threading
 import time
@@ -29,11 +30,15 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, Literal
 
-from contract.ports import ProviderError
+from contract.services import ServiceError
 from harness.history import History, RecordType
 from harness.world import World
 
-__all__ = ["Timer", "TimerTable", "WorldServer"]
+__all__ = ["NO_ANSWER", "Timer", "TimerTable", "WorldServer"]
+
+# The status of a call the world leaves unanswered (a `timeout` service fault): the request
+# handler closes the connection without a response, so the caller sees its call time out.
+NO_ANSWER: Final = 0
 
 _NAMED: Final = ("session", "turn", "tool_call", "epoch", "key")
 
@@ -118,6 +123,8 @@ class WorldServer:
         model_latency: float = 0.05,
         effect_latency: float = 0.02,
         provider_timeout: float = 3.0,
+        slow: float = 1.0,
+        retry_after: float = 1.0,
         deployment_of: Callable[[str], str | None] | None = None,
         on_fault_point: FaultPoint | None = None,
         timers: TimerTable | None = None,
@@ -133,7 +140,10 @@ class WorldServer:
         self.on_fault_point = on_fault_point
         self.world = World(history, now=now, sleep=self._sleep, model_latency=model_latency,
                            effect_latency=effect_latency)
-        self.world.provider.timeout = provider_timeout
+        services = self.world.services
+        services.timeout, services.slow = provider_timeout, slow
+        # Retry-After in real seconds: a real engine's retries take real time.
+        services.retry_after, services.clock = retry_after, time.monotonic
         server = _QuietServer(("127.0.0.1", port), _make_handler(self))
         server.daemon_threads = True
         self._server = server
@@ -202,14 +212,18 @@ class WorldServer:
                 return 200, {"deadline": timers.sleep(body)}
             if path == "/timers/send":
                 return 200, {"deadline": timers.send(body)}
+        try:
+            return self._serve(path, body)
+        except ServiceError as exc:
+            return _failure(exc)
+
+    def _serve(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """A world endpoint's answer; a service fault raises `ServiceError` out of it."""
         w = self.world
         if path == "/model/complete":
-            try:
-                return 200, self.run(w.provider.complete(
-                    session=body["session"], turn=body["turn"], step=int(body["step"]),
-                    messages=list(body["messages"]), idempotency_key=body["idempotency_key"]))
-            except ProviderError as exc:
-                return 500, {"error": str(exc)}
+            return 200, self.run(w.provider.complete(
+                session=body["session"], turn=body["turn"], step=int(body["step"]),
+                messages=list(body["messages"]), idempotency_key=body["idempotency_key"]))
         if path == "/email":
             return 200, self.run(w.outbox.send_email(**body))
         if path == "/charge":
@@ -257,6 +271,18 @@ class WorldServer:
         return action
 
 
+def _failure(exc: ServiceError) -> tuple[int, Any]:
+    """How a service fault presents over HTTP: its status with an error body (Retry-After
+    in it for a 429, which the handler also sends as the header), a 200 whose body says
+    error, or no answer at all."""
+    if exc.status is None:
+        return NO_ANSWER, {}
+    payload: dict[str, Any] = {"error": str(exc)}
+    if exc.retry_after is not None:
+        payload["retry_after"] = exc.retry_after
+    return exc.status, payload
+
+
 class _QuietServer(ThreadingHTTPServer):
     """Connections reset under a request (network faults on the world link) are expected:
     they are not printed as server errors."""
@@ -278,9 +304,14 @@ def _make_handler(server: WorldServer) -> type[BaseHTTPRequestHandler]:
                 status, payload = server.handle(self.path, json.loads(raw or b"{}"))
             except Exception as exc:  # a bad request must not kill the server thread
                 status, payload = 500, {"error": f"{type(exc).__name__}: {exc}"}
+            if status == NO_ANSWER:
+                self.close_connection = True
+                return
             data = json.dumps(payload).encode()
             try:
                 self.send_response(status)
+                if status == 429 and isinstance(payload, dict) and "retry_after" in payload:
+                    self.send_header("retry-after", f"{math.ceil(payload['retry_after'])}")
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()

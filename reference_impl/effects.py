@@ -22,6 +22,7 @@ from typing import Any, Final, TypeVar, cast
 from contract import faultpoints
 from contract.binding import JSON, Context, HandlerRef
 from contract.ports import Ports
+from contract.services import ServiceError, body_error
 from reference_impl.threadlog import LogEntry, StaleEpoch, ThreadLog, TransactionAborted
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "Guard",
     "SessionLog",
     "charge_key",
+    "checked",
     "effect_key",
     "email_message_id",
     "model_key",
@@ -104,6 +106,19 @@ def effect_key(effect: str | None, tool_call: str) -> str | None:
     return None
 
 
+def checked(response: Any, error: type[ServiceError] = ServiceError) -> Any:
+    """A world service's answer, or the error its body says it is.
+
+    A 200 whose body is `{"error": ...}` did not do the work: taken as an answer, the tool
+    would report an email sent that never was. Raised instead, it fails the step like any
+    other service error, and the engine's retry carries the same key.
+    """
+    problem = body_error(response)
+    if problem is not None:
+        raise error(f"the service answered 200 with an error: {problem}", status=200)
+    return response
+
+
 @dataclass(frozen=True, slots=True)
 class Effected:
     """What `run_effect` did: the world's response, or nothing because it held."""
@@ -143,13 +158,13 @@ async def run_effect(
         )
 
         async def send() -> JSON:
-            response = await ports.mailer.send_email(
+            response = checked(await ports.mailer.send_email(
                 message_id=message_id,
                 to=str(args.get("to", user)),
                 subject=str(args.get("subject", tool)),
                 body=str(args.get("body", "")),
                 tool_call=tool_call,
-            )
+            ))
             await faultpoints.reach("effect.email.after_send")
             return response
 
@@ -158,9 +173,9 @@ async def run_effect(
         key = charge_key(tool_call)
 
         async def charge() -> JSON:
-            response = await ports.payments.charge(
+            response = checked(await ports.payments.charge(
                 idempotency_key=key, amount=int(args.get("amount", 0)), tool_call=tool_call
-            )
+            ))
             await faultpoints.reach("effect.charge.after_charge")
             return response
 
@@ -270,6 +285,29 @@ class SessionLog:
                 return str(payload.get("outcome"))
         return None
 
+    async def run_in_flight(self, tool_call: str) -> bool:
+        """Whether an approved run of `tool_call` committed its intent and nothing since: no
+        result of the call, and no hold (which asked the person again)."""
+        last = None
+        for entry in await self._committed():
+            if (entry.payload.get("tool_call") == tool_call
+                    and entry.kind in ("tool_intent", "tool_result", "tool_hold")):
+                last = entry.kind
+        return last == "tool_intent"
+
+    async def turn_moved_on(self, turn: str) -> bool:
+        """Whether a later turn's message is in the log: `turn` ended (a new message ended
+        it while it waited) and the transcript has moved past it."""
+        seen = False
+        for entry in await self._committed():
+            if entry.kind != "user":
+                continue
+            if entry.payload.get("turn") == turn:
+                seen = True
+            elif seen:
+                return True
+        return False
+
     async def append_once(
         self, entry_id: str, kind: str, payload: Mapping[str, Any]
     ) -> LogEntry:
@@ -301,6 +339,11 @@ class SessionLog:
             "threadlog.appended",
             event_id=f"threadlog.appended:{self.session}:{entry.seq}",
             session=self.session, epoch=entry.epoch, seq=entry.seq, owner=entry.owner,
-            entry=entry_id, entry_kind=kind,
+            entry=entry_id, entry_kind=kind, **_filed_under(payload),
         )
         return entry
+
+
+def _filed_under(payload: Mapping[str, Any]) -> dict[str, str]:
+    """The turn and tool call an entry is filed under, as its observation reports them."""
+    return {name: str(payload[name]) for name in ("turn", "tool_call") if payload.get(name)}

@@ -102,6 +102,10 @@ class ExecResult:
 class ToolRun:
     held: bool
     result: JSON = None
+    # The call's final outcome, committed before this run could write its intent: the run
+    # lost the race for the call (a new message, a cancel or the expiry ended it first) and
+    # did nothing.
+    ended: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,10 +114,16 @@ class Applied:
 
     outcome: str
     result: JSON = None
+    # For "refused": the outcome that ended the call before the answer could act on it.
+    ended: str | None = None
 
     @property
     def held(self) -> bool:
         return self.outcome == "held"
+
+    @property
+    def refused(self) -> bool:
+        return self.outcome == "refused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +183,10 @@ def intent_id(tool_call: str, run: int) -> str:
     return f"intent:{tool_call}#{run}"
 
 
+# Results the controller decides for a waiting call (a new message, a cancel), written by the
+# next turn: they end the call only if no approved run of it is in flight.
+CLOSED_BY_CONTROLLER: Final = frozenset({"ended_by_message", "cancelled"})
+
 # Results that end a call's wait or its turn without saying what its effect did: a new
 # message or a cancel can end a turn while an answer's re-run has written its intent and not
 # yet learnt the effect's outcome, so after them the intent is still of unknown outcome.
@@ -194,6 +208,12 @@ def unresolved_intents(entries: list[LogEntry], tool_call: str) -> list[LogEntry
     return unresolved
 
 
+# What the intent step found: an intent of unknown outcome, or nothing in the way (any other
+# value is the call's final outcome, committed first).
+_HELD: Final = "held"
+_WRITTEN: Final = "written"
+
+
 async def run_tool(
     ctx: Context, ports: Ports, log: SessionLog, call: ToolCall, spec: ToolSpec, run: int
 ) -> ToolRun:
@@ -212,14 +232,23 @@ async def run_tool(
         key = effect_key(spec.effect, tc)
         own = intent_id(tc, run)
 
-        async def intent() -> bool:
-            unresolved = unresolved_intents(await log.entries(), tc)
+        async def intent() -> str:
+            entries = await log.entries()
+            unresolved = unresolved_intents(entries, tc)
             if run > 1:
                 # The person confirmed the earlier runs; only this run's own intent, found
                 # because this very step is executing again, is of unknown outcome.
                 unresolved = [e for e in unresolved if e.payload.get("id") == own]
             if unresolved:
-                return True
+                return _HELD
+            # The call's one final outcome is decided in the thread log: a new message, a
+            # cancel or the expiry that ended the call first wins, and this run does nothing.
+            # Read after taking ownership and appended at that epoch, the check and the intent
+            # are one step (a compare-and-set): whoever commits between them fences us off,
+            # and the retry reads again.
+            ended = await log.final_result(tc)
+            if ended is not None:
+                return ended
             await log.append_once(own, "tool_intent", {
                 "turn": call.turn, "tool_call": tc, "tool": call.tool, "args": call.args,
                 "key": key, "run": run,
@@ -229,11 +258,13 @@ async def run_tool(
                 tool=call.tool, key=key, run=run, epoch=log.epoch,
             )
             await faultpoints.reach("tool.after_intent")
-            return False
+            return _WRITTEN
 
-        held: bool = await run_step(ctx, f"tool.intent:{tc}#{run}", intent)
-        if held:
+        found: str = await run_step(ctx, f"tool.intent:{tc}#{run}", intent)
+        if found == _HELD:
             return ToolRun(held=True)
+        if found != _WRITTEN:
+            return ToolRun(held=False, ended=found)
 
         async def earlier_attempt_left_it() -> bool:
             # Our intent, still unresolved, written at another epoch: this attempt is not the
@@ -253,29 +284,38 @@ async def record_result(
     ctx: Context, ports: Ports, log: SessionLog, call: ToolCall, outcome: str, result: JSON,
     *, close_card: bool, background: bool = False, emit: bool = True,
     first_wins: bool = False,
-) -> None:
+) -> str | None:
     """Write the tool result to the thread log (once), close the card, report it.
 
     `background` marks the real result of a call sent to the background: the turn already
     has a placeholder for it, so the transcript skips this entry (the result reaches the model
     as a new message instead). `first_wins`: write nothing if another final result of the call
-    is already committed (for the writers that race across objects).
+    is already committed (for the writers that race across objects), and return that result's
+    outcome: this one lost.
     """
     tc = call.tool_call
 
-    async def write() -> None:
+    async def write() -> str | None:
+        late = background
         if first_wins and outcome not in NOT_FINAL:
             ended = await log.final_result(tc)
             if ended is not None and ended != outcome:
-                # The call already ended another way: a new message (or a cancel) ended its
-                # turn while an answer's re-run was under way. The controller and
-                # PendingToolCall decide apart, so the log decides: one final result per
-                # tool call, the first committed. The effect, if any, still reaches the
-                # agent through toolFinished, as a new message.
-                return
+                # The call already ended another way. The controller and PendingToolCall
+                # decide apart, so the log decides: one final result per tool call, the first
+                # committed (docs/design.md, section 1).
+                return ended
+            if outcome in CLOSED_BY_CONTROLLER and await log.run_in_flight(tc):
+                # An approved run committed its intent first: the approve won the call, and
+                # the run's own result will end it. The new message ended the turn only.
+                return None
+            # An answer's result after a new message ended its turn: the transcript has moved
+            # on, so the result reaches the agent as a new message (toolFinished), as a
+            # background result does, not as the tool message of a later turn.
+            late = late or (outcome not in CLOSED_BY_CONTROLLER
+                            and await log.turn_moved_on(call.turn))
         await log.append_once(f"result:{tc}:{outcome}", "tool_result", {
             "turn": call.turn, "tool_call": tc, "tool": call.tool, "outcome": outcome,
-            "result": result, "background": background,
+            "result": result, "background": late,
         })
         if close_card:
             await ports.ui.close_card(tool_call=tc, outcome=outcome)
@@ -284,13 +324,25 @@ async def record_result(
                 "tool.result", event_id=f"tool.result:{tc}:{outcome}", **call.ids(),
                 outcome=outcome, tool=call.tool, background=background,
             )
+        return None
 
-    await run_step(ctx, f"tool.result:{tc}:{outcome}", write)
+    lost: str | None = await run_step(ctx, f"tool.result:{tc}:{outcome}", write)
+    return lost
 
 
-async def hold(ctx: Context, ports: Ports, call: ToolCall, run: int) -> None:
-    """Report that the turn is held on an intent of unknown outcome."""
+async def hold(ctx: Context, ports: Ports, log: SessionLog, call: ToolCall, run: int) -> None:
+    """Report that the turn is held on an intent of unknown outcome.
+
+    The hold goes to the thread log too (not to the transcript): the intent before it is no
+    longer a run in flight but a question to the person, which a new message may end.
+    """
     tc = call.tool_call
+
+    async def mark() -> None:
+        await log.append_once(f"hold:{tc}#{run}", "tool_hold",
+                              {"turn": call.turn, "tool_call": tc, "run": run})
+
+    await run_step(ctx, f"tool.hold:{tc}#{run}", mark)
     await observe(
         ctx, ports, f"tool.held:{tc}#{run}",
         Event.of("turn.held", f"turn.held:{tc}#{run}", **call.ids(), tool=call.tool, run=run),
@@ -316,6 +368,8 @@ async def apply_answer(
     ran = await run_tool(ctx, ports, log, call, spec, run)
     if ran.held:
         return Applied("held")
+    if ran.ended is not None:
+        return Applied("refused", ended=ran.ended)
     return Applied("answered", ran.result)
 
 
@@ -363,7 +417,7 @@ class ChatToolExecutor:
             ran = await run_tool(ctx, ports, log, call, spec, run=1)
             if not ran.held:
                 return await self._done(ctx, log, call, "completed", ran.result, run=1)
-            await hold(ctx, ports, call, run=1)
+            await hold(ctx, ports, log, call, run=1)
             mode, run = "confirm", 2
         while True:
             decision = await self._wait(ctx, call, mode, run, accepts_pending_result, budget)
@@ -383,9 +437,13 @@ class ChatToolExecutor:
             assert decision.answer is not None
             applied = await apply_answer(ctx, ports, log, call, spec, decision.answer, run,
                                          rerun_version=None)
+            if applied.refused:
+                # Only a re-run races the call's end; a turn that runs its own tool is the
+                # session's active turn, which nothing else ends. Kept total all the same.
+                return ExecResult("done", applied.ended, None, run)
             if not applied.held:
                 return await self._done(ctx, log, call, applied.outcome, applied.result, run)
-            await hold(ctx, ports, call, run)
+            await hold(ctx, ports, log, call, run)
             mode, run = "confirm", run + 1
 
     async def _done(

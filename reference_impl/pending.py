@@ -49,6 +49,11 @@ __all__ = ["PHASES", "WaitRow", "build_pending_service", "tool_finished"]
 # with a placeholder; done / expired / ended: over (ended = by a new message or cancel).
 PHASES: Final = ("live", "answered", "waiting", "background", "done", "expired", "ended")
 _OPEN: Final = ("waiting", "background")
+# Why an answer is refused (`answer.refused`), by the row's phase when it came, or by the
+# final outcome that ended the call first.
+_REFUSED_IN: Final = {"answered": "already_decided", "done": "already_decided",
+                      "expired": "expired", "ended": "ended"}
+_REFUSED_BY: Final = {"expired": "expired", "ended_by_message": "ended", "cancelled": "ended"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +132,27 @@ def build_pending_service(ports: Ports, version: str) -> Service:
         _save(ctx, row)
         return {"answer": None}
 
+    async def refuse(ctx: Context, call: ToolCall | None, tool_call: str,
+                     decision: Mapping[str, Any], reason: str, ended: str | None) -> JSON:
+        """Tell the person their answer was not applied, and why: an answer is applied or
+        refused, never dropped."""
+        ids = call.ids() if call is not None else {"tool_call": tool_call}
+        extra = {"outcome": ended} if ended is not None else {}
+        answers = int(await ctx.get("answers") or 0) + 1
+        ctx.set("answers", answers)
+        await observe(ctx, ports, f"observe.refused#{answers}", Event.of(
+            "answer.refused", f"answer.refused:{tool_call}#{answers}", **ids, reason=reason,
+            decision=str(decision.get("decision")), user=str(decision.get("user", "")),
+            **extra))
+        return {"status": "refused", "reason": reason}
+
     async def answer(ctx: Context, arg: Any) -> JSON:
         decision = parse_answer(arg)
         row = await _row(ctx)
+        tc = ctx.key()
         if row is None:
+            if await ctx.get("earlyAnswer") is not None:
+                return await refuse(ctx, None, tc, decision, "already_decided", None)
             ctx.set("earlyAnswer", decision)
             return {"status": "recorded"}
         if row.phase == "live":
@@ -139,7 +161,9 @@ def build_pending_service(ports: Ports, version: str) -> Service:
             return {"status": "delivered"}
         if row.phase in _OPEN:
             return await rerun(ctx, row, decision)
-        return {"status": "ignored", "phase": row.phase}
+        return await refuse(ctx, row.call, tc, decision, _REFUSED_IN.get(row.phase,
+                                                                        "already_decided"),
+                            None)
 
     async def rerun(ctx: Context, row: WaitRow, decision: dict[str, Any]) -> JSON:
         call = row.call
@@ -151,8 +175,11 @@ def build_pending_service(ports: Ports, version: str) -> Service:
         applied = await apply_answer(ctx, ports, log, call, spec, decision, row.run,
                                      rerun_version=version)
         background = row.phase == "background"
+        if applied.refused:
+            # The call ended before this run could write its intent: nothing was done.
+            return await ended_first(ctx, row, decision, str(applied.ended))
         if applied.held:
-            await hold(ctx, ports, call, row.run)
+            await hold(ctx, ports, log, call, row.run)
 
             async def show() -> None:
                 await ports.ui.show_card(session=call.session, turn=call.turn,
@@ -166,13 +193,27 @@ def build_pending_service(ports: Ports, version: str) -> Service:
             _save(ctx, confirm)
             schedule_expiry(ctx, confirm, now)
             return {"status": "held"}
-        await record_result(ctx, ports, log, call, applied.outcome, applied.result,
-                            close_card=True, background=background, first_wins=True)
+        lost = await record_result(ctx, ports, log, call, applied.outcome, applied.result,
+                                   close_card=True, background=background, first_wins=True)
+        if lost is not None:
+            # A deny (or a rejection) whose result came second: the call had ended already.
+            return await ended_first(ctx, row, decision, lost)
         _save(ctx, replace(row, phase="done", answer=decision))
         ctx.object_send(CONTROLLER_TOOL_FINISHED, call.session,
                         tool_finished(call, applied.outcome, applied.result,
                                       background=background))
         return {"status": applied.outcome}
+
+    async def ended_first(ctx: Context, row: WaitRow, decision: Mapping[str, Any],
+                          ended: str) -> JSON:
+        _save(ctx, replace(row, phase="ended"))
+
+        async def close() -> None:
+            await ports.ui.close_card(tool_call=row.call.tool_call, outcome=ended)
+
+        await run_step(ctx, "close_card", close)
+        return await refuse(ctx, row.call, row.call.tool_call, decision,
+                            _REFUSED_BY.get(ended, "already_decided"), ended)
 
     async def start_tool_wait(ctx: Context, arg: Any) -> JSON:
         row = await _row(ctx)

@@ -20,7 +20,7 @@ from typing import Any
 
 from contract import faultpoints
 from contract.binding import JSON, Context, Handler, Service, TerminalError
-from contract.ports import Ports
+from contract.ports import Ports, ProviderError
 from reference_impl.effects import (
     CONTROLLER_IS_CANCELLED,
     CONTROLLER_TURN_DONE,
@@ -28,6 +28,7 @@ from reference_impl.effects import (
     DO_TURN,
     Event,
     SessionLog,
+    checked,
     model_key,
     observe,
     run_step,
@@ -169,10 +170,10 @@ def _model_step(
 ) -> Callable[[], Awaitable[dict[str, Any]]]:
     async def call_model() -> dict[str, Any]:
         messages = transcript(await log.entries())
-        response = await ports.model.complete(
+        response = checked(await ports.model.complete(
             session=session, turn=turn, step=step, messages=messages,
             idempotency_key=model_key(turn, step),
-        )
+        ), ProviderError)
         await faultpoints.reach("effect.model.after_call")
         await log.append_once(f"model:{turn}:{step}", "model",
                               {"turn": turn, "step": step, "response": response})

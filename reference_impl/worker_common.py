@@ -16,8 +16,10 @@ built here from its environment (set by the harness's engine adapters):
 - `DURABLE_CHAOS_TIMERS_URL`: where durable time is kept (the harness's virtual clock, see
   `TimerClient`); unset, the engine's own timers and the wall clock are used.
 
-Every port is an HTTP client of the world; a failed or timed-out model call is a
-`ProviderError` (the caller retries with the same key). A call whose request went out and
+Every port is an HTTP client of the world; a failed or timed-out call is a `ServiceError`
+(`ProviderError` for the model), with the status and `Retry-After` it came with, and so is a
+200 whose body says error (`contract.services.body_error`): the caller retries with the same
+key. A call whose request went out and
 whose answer never came (a connection reset or a read timeout, e.g. a Toxiproxy `reset_peer`
 after the world committed the effect) has an unknown outcome: the worker tells the harness
 (`world.outcome_unknown`, an `info` record) before the error goes on. So does an append whose
@@ -46,6 +48,7 @@ import httpx
 from contract import faultpoints
 from contract.binding import App
 from contract.ports import Config, Ports, ProviderError, ToolSpec
+from contract.services import ServiceError, body_error
 from reference_impl.app import build_app
 from reference_impl.naive import build_naive_app
 from reference_impl.threadlog import Assignment, LogEntry
@@ -97,9 +100,7 @@ class WorldClient:
 
     async def _post(self, path: str, body: dict[str, Any], key: str | None = None) -> Any:
         response = await self._send(path, body, key)
-        if response.status_code >= 400:
-            raise RuntimeError(f"world {path} -> {response.status_code}: {response.text[:300]}")
-        return response.json()
+        return _answer(path, response, ServiceError)
 
     # ModelProvider
     async def complete(
@@ -112,10 +113,9 @@ class WorldClient:
                 "idempotency_key": idempotency_key,
             }, idempotency_key)
         except httpx.HTTPError as exc:
-            raise ProviderError(f"provider unreachable for {idempotency_key}: {exc!r}") from exc
-        if response.status_code != 200:
-            raise ProviderError(f"provider returned {response.status_code}: {response.text[:200]}")
-        result: dict[str, Any] = response.json()
+            raise ProviderError(f"provider unreachable for {idempotency_key}: {exc!r}",
+                                service="provider") from exc
+        result: dict[str, Any] = _answer("/model/complete", response, ProviderError)
         return result
 
     # Mailer
@@ -174,6 +174,21 @@ class WorldClient:
             os.kill(os.getpid(), signal.SIGSTOP)
         elif action == "crash":
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _answer(path: str, response: httpx.Response, error: type[ServiceError]) -> Any:
+    """The body of a world answer, or the `ServiceError` it is: a status other than 200
+    (with its Retry-After), or a 200 whose body says error."""
+    if response.status_code != 200:
+        retry_after = response.headers.get("retry-after")
+        raise error(f"world {path} -> {response.status_code}: {response.text[:300]}",
+                    service=path, status=response.status_code,
+                    retry_after=float(retry_after) if retry_after else None)
+    result = response.json()
+    problem = body_error(result)
+    if problem is not None:
+        raise error(f"world {path} -> 200 with an error: {problem}", service=path, status=200)
+    return result
 
 
 class TimerClient:

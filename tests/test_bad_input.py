@@ -35,6 +35,20 @@ SCENARIOS: list[tuple[str, str | bytes, str]] = [
     ("unknown provider fault", MESSAGE + '[[step]]\nat = "1m"\ndo = "provider"\n'
                                          'fault = "503"\n',
      "field 'step[1].fault': unknown provider fault '503'; use one of ['500_before'"),
+    ("unknown service", MESSAGE + '[[step]]\nat = "1m"\ndo = "service-fault"\n'
+                                  'service = "ledger"\nfault = "429"\n',
+     "field 'step[1].service': unknown service 'ledger'; use one of ['provider', 'email', "
+     "'payments', 'identity', 'cards']"),
+    ("unknown payments fault", MESSAGE + '[[step]]\nat = "1m"\ndo = "service-fault"\n'
+                                         'service = "payments"\nfault = "502"\n',
+     "field 'step[1].fault': unknown payments fault '502'; use one of ['500_before', "
+     "'500_after', '429', 'timeout', 'slow', '200_error']"),
+    ("a service fault without its service", MESSAGE + '[[step]]\nat = "1m"\n'
+                                                      'do = "service-fault"\nfault = "429"\n',
+     "field 'step[1].service': 'service-fault' needs service"),
+    ("a provider step naming a service", MESSAGE + '[[step]]\nat = "1m"\ndo = "provider"\n'
+                                                   'service = "email"\nfault = "429"\n',
+     "field 'step[1].service': 'provider' takes no service"),
     ("unknown fault point", MESSAGE + '[[step]]\nat = "1m"\ndo = "arm"\npoint = "nowhere"\n'
                                       'action = "crash"\n',
      "field 'step[1].point': unknown fault point 'nowhere'"),

@@ -46,7 +46,7 @@ ALL_STEPS = OUTSIDE / "all_steps.toml"
 # (step number, action, what the runtime lacks) for the lean runtime on all_steps.toml.
 EXPECTED_SKIPS = [
     (1, "arm", "fault point 'threadlog.append.locked'"),
-    (2, "provider", "world endpoint 'provider'"),
+    (2, "service-fault", "world endpoint 'provider'"),
     (4, "revoke", "world endpoint 'identity'"),
     (5, "background", "Backgroundable"),
     (7, "cancel", "Cancellable"),
@@ -99,15 +99,20 @@ def test_a_runtime_without_background_or_cancel_is_still_a_runtime() -> None:
 def test_world_endpoints_must_be_declared_and_spelled_right() -> None:
     bare = _Bare()
     assert world_endpoints(bare) == frozenset()
-    assert lacking(bare, "provider") == "world endpoint 'provider'"
+    # A service fault needs the endpoint of its own service.
+    for service in ("provider", "email", "payments", "identity", "cards"):
+        assert lacking(bare, "service-fault", service=service) == f"world endpoint {service!r}"
     assert lacking(bare, "revoke") == "world endpoint 'identity'"
     assert lacking(bare, "grant") == "world endpoint 'identity'"
-    bare.world_endpoints = ("provider",)  # type: ignore[attr-defined]
-    assert lacking(bare, "provider") is None
+    bare.world_endpoints = ("provider", "payments")  # type: ignore[attr-defined]
+    assert lacking(bare, "service-fault", service="provider") is None
+    assert lacking(bare, "service-fault", service="payments") is None
+    assert lacking(bare, "service-fault", service="email") == "world endpoint 'email'"
     assert lacking(bare, "revoke") == "world endpoint 'identity'"
     bare.world_endpoints = ("providers",)  # type: ignore[attr-defined]
     with pytest.raises(UsageError, match=r"world_endpoints: unknown endpoint 'providers'; "
-                                         r"use some of provider, identity"):
+                                         r"use some of provider, email, payments, identity, "
+                                         r"cards"):
         world_endpoints(bare)
 
 
@@ -126,9 +131,11 @@ def test_the_simulator_runtime_lacks_nothing() -> None:
                                               load_adapter("reference").build)  # type: ignore[attr-defined]
     from reference_impl.faultpoints import POINTS
 
-    for action in ("background", "cancel", "provider", "revoke", "grant", "gc-pause",
+    for action in ("background", "cancel", "revoke", "grant", "gc-pause",
                    "crash", "deploy", "clock-jump"):
         assert lacking(runtime, action) is None, action
+    for service in ("provider", "email", "payments", "identity", "cards"):
+        assert lacking(runtime, "service-fault", service=service) is None, service
     for point in POINTS:
         assert lacking(runtime, "arm", point) is None, point
     assert _run("reference").skipped_steps == ()
@@ -140,7 +147,7 @@ def test_the_simulator_runtime_lacks_nothing() -> None:
 def test_steps_the_runtime_lacks_are_skipped_and_recorded(outside: Path) -> None:
     outcome = _run("lean_runtime:adapter")
     assert [(s.step, s.action, s.lacks) for s in outcome.skipped_steps] == EXPECTED_SKIPS
-    assert outcome.skipped_faults == ("arm", "provider")  # the two that are faults
+    assert outcome.skipped_faults == ("arm", "service-fault")  # the two that are faults
     assert outcome.faults == {"arm": 1}  # injected: the arm of the declared point only
     notes = [n for n in outcome.step_notes if "skipped" in n]
     assert notes[3] == "step 5 (background at 2.0m, s1) skipped: the runtime lacks Backgroundable"
@@ -159,7 +166,7 @@ def test_a_skipped_step_is_not_applied_and_a_declared_point_is(outside: Path) ->
                for r in history.of_kind("step.skipped")]
     assert skipped == EXPECTED_SKIPS
     # None of them reached the runtime or the world.
-    for kind in ("op.background", "op.cancel", "fault.provider", "provider.fault",
+    for kind in ("op.background", "op.cancel", "fault.service-fault", "service.fault",
                  "identity.revoked"):
         assert not history.of_kind(kind), kind
     # The declared point was armed and reached: the host crashed there.
@@ -232,7 +239,7 @@ def test_the_cli_summary_report_and_junit_show_every_skipped_step(tmp_path: Path
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert ("skipped steps (the runtime lacks what they need): 1 arm (lacks fault point "
-            "'threadlog.append.locked') in 1 run(s); 1 provider (lacks world endpoint "
+            "'threadlog.append.locked') in 1 run(s); 1 service-fault (lacks world endpoint "
             "'provider') in 1 run(s); 1 revoke (lacks world endpoint 'identity') in 1 run(s); "
             "1 background (lacks Backgroundable) in 1 run(s); 1 cancel (lacks Cancellable) "
             "in 1 run(s)") in out
@@ -336,8 +343,8 @@ def test_a_real_engine_example_skips_what_it_declares_it_lacks(tmp_path: Path) -
     history = recording.history
     assert history is not None
     # The provider fault it declares was applied, and reached its model call.
-    assert [r.get("fault") for r in history.of_kind("fault.provider")] == ["429"]
-    assert history.of_kind("provider.fault")
+    assert [r.get("fault") for r in history.of_kind("fault.service-fault")] == ["429"]
+    assert history.of_kind("service.fault")
 
 
 def test_a_misspelled_world_endpoint_stops_the_cli_with_one_line(
@@ -362,7 +369,8 @@ def test_a_misspelled_world_endpoint_stops_the_cli_with_one_line(
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert err.startswith("durable-chaos: error: adapter 'typo_runtime:adapter' cannot run "
                           "here: open() failed: UsageError: TypoRuntime.world_endpoints: "
-                          "unknown endpoint 'providers'; use some of provider, identity"), err
+                          "unknown endpoint 'providers'; use some of provider, email, "
+                          "payments, identity, cards"), err
 
 
 def test_the_progress_line_of_a_run_with_skipped_steps_says_so(tmp_path: Path) -> None:

@@ -57,10 +57,11 @@ def passing(result: Result) -> None:
 # ---------------------------------------------------------------- composition
 
 
-def test_all_lists_the_eight_invariants_in_the_design_order() -> None:
+def test_all_lists_the_ten_invariants_in_the_design_order() -> None:
     assert [c.name for c in ALL] == [
         "no-duplicate-effects", "pinning-bound", "busy-rule", "fencing", "turn-outcome",
-        "access-rechecked", "conservative-recovery", "liveness",
+        "access-rechecked", "conservative-recovery", "liveness", "effect-authorized",
+        "answer-fate",
     ]
     for checker in ALL:
         assert checker.description.endswith(".") and "\n" not in checker.description
@@ -69,8 +70,9 @@ def test_all_lists_the_eight_invariants_in_the_design_order() -> None:
 
 def test_public_surface_is_pinned() -> None:
     assert set(checkers.__all__) == {
-        "ALL", "AccessRechecked", "BusyRule", "CheckConfig", "Checker",
-        "ConservativeRecovery", "Fencing", "Liveness", "NoDuplicateEffects", "PinningBound",
+        "ALL", "AccessRechecked", "AnswerFate", "BusyRule", "CheckConfig", "Checker",
+        "ConservativeRecovery", "EffectAuthorized", "Fencing", "Liveness",
+        "NoDuplicateEffects", "PinningBound",
         "Result", "TurnOutcome", "Valid", "Violation", "by_name", "cite", "run_checkers",
         "verdict",
     }
@@ -83,7 +85,7 @@ def test_by_name_unknown_says_which_names_exist() -> None:
 
 def test_empty_history_passes_everything_without_reaching_anything() -> None:
     results = run_checkers(ALL, History(), CONFIG)
-    assert [r.valid for r in results] == [True] * 8
+    assert [r.valid for r in results] == [True] * len(ALL)
     assert not any(r.reached for r in results)
 
 
@@ -832,6 +834,36 @@ def _access_world(h: History) -> None:
     _deploy(h, 1000, "dep2", "v2", prev="dep1")
 
 
+def test_access_an_in_call_execution_in_flight_past_the_hand_off_is_not_a_skipped_check(
+) -> None:
+    """The call's execution began in-call (its intent written before the revocation and the
+    hand-off); its host paused mid-request and delivered after the hand-off. No re-run was
+    asked to check: not a violation. An intent of the call after the hand-off (a re-run that
+    never said it checked) is still judged."""
+    def history(intent_at: float) -> History:
+        h = History()
+        ev(h, "op.message", 0, {"message_id": "m1", "user": "u1"}, type="invoke",
+           session="s1")
+        _deploy(h, 0, "dep1", "v1")
+        ob(h, "tool.awaiting", 10, "aw1", {"tool": "send_email"}, session="s1", turn="T1",
+           tool_call="tc1")
+        if intent_at < 310:
+            ob(h, "tool.intent", intent_at, "in1", {"tool": "send_email"}, session="s1",
+               turn="T1", tool_call="tc1")
+        ev(h, "identity.revoked", 200, {"user": "u1", "tool": "send_email"})
+        ob(h, "tool.handoff", 310, "ho1", session="s1", turn="T1", tool_call="tc1")
+        if intent_at >= 310:
+            ob(h, "tool.intent", intent_at, "in2", {"tool": "send_email"}, session="s1",
+               turn="T1", tool_call="tc1")
+        ev(h, "effect.delivered", 900, {"effect": "email", "logical": "tc1"}, key="k1",
+           session="s1", turn="T1", tool_call="tc1")
+        return h
+
+    passing(AccessRechecked().check(history(100), CONFIG))
+    assert "no re-run checked it after the hand-off" in failing(
+        AccessRechecked().check(history(600), CONFIG))
+
+
 def test_access_rerun_on_latest_and_denied_after_revocation_passes() -> None:
     h = History()
     _access_world(h)
@@ -1269,4 +1301,25 @@ def test_checkers_judge_a_large_valid_history_as_valid() -> None:
         ob(h, "turn.ended", t, f"te{i}", {"reason": "completed"}, session=s, turn=turn)
     ev(h, "run.end", t + 2 * HOUR)
     results = run_checkers(ALL, h, CONFIG)
-    assert [r.valid for r in results] == [True] * 8, [r.witness() for r in results]
+    assert [r.valid for r in results] == [True] * len(ALL), [r.witness() for r in results]
+
+
+# ---------------------------------------------------------------- fault windows
+
+
+def test_service_faults_and_clock_jumps_are_fault_windows() -> None:
+    """A call the world held (slow, timed out) and a clock jump are time the runtime did not
+    have; a service fault that struck after the schedule's heal ends the faults later."""
+    from harness.checkers._common import Faults
+
+    h = History()
+    ev(h, "fault.service-fault", 0, {"service": "email", "fault": "slow"}, type="info")
+    ev(h, "fault.heal", 0, {"at": 0.0})
+    ev(h, "service.fault", 100, {"service": "email", "fault": "slow", "duration": 60.0})
+    ev(h, "fault.clock-jump", 500, {"duration": 3600.0}, type="info")
+    ev(h, "service.fault", 5000, {"service": "payments", "fault": "500_after"})
+    faults = Faults()
+    for r in h.records:
+        faults.feed(r)
+    assert faults.held() == [(100.0, 160.0), (500.0, 4100.0)]
+    assert faults.last_end == 5000.0

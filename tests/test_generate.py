@@ -21,7 +21,7 @@ from harness.checkers import ALL
 from harness.clock import VirtualClock, wall_clock_follows
 from harness.runner import RunOptions, run_schedule
 from harness.schedules.generate import Size, generate, schedules
-from harness.schedules.model import Schedule
+from harness.schedules.model import STEP_KINDS, Schedule, Step
 
 COUNT = 60
 
@@ -58,8 +58,9 @@ def test_without_windows_the_generator_is_uniform_and_recovery_is_rare() -> None
     sessions = {step.get("session") for s in batch for step in s.steps}
     assert not any(str(name).startswith("w") for name in sessions)
     steered = _generate(30, 0, Size())
-    assert all(any(step.get("text", "").startswith("w") or step.action in ("arm", "provider")
-                   for step in s.steps) for s in steered)
+    assert all(any(step.get("text", "").startswith("w")
+                   or step.action in ("arm", "service-fault") for step in s.steps)
+               for s in steered)
 
 
 def test_same_seed_same_schedules() -> None:
@@ -80,3 +81,51 @@ def test_a_schedule_depends_on_its_seed_and_index_only() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, check=True, cwd=Path(__file__).resolve().parents[1])
     assert out.stdout == in_order[11].to_toml()
+
+
+# Every kind of step a scenario file can hold must show up in generated schedules, at a share
+# where a default run meets it. The rarest kinds are the 30 service faults (5 services x 6
+# faults): each comes from one or two service windows per schedule plus the swarm's faults,
+# about 5% of schedules (3.5% to 7% measured over 1000 at seeds 0 and 7). 3% over 1000
+# schedules is more than three standard deviations under that, so a kind dropping below it
+# means the generator stopped reaching it, not chance; over the default run (100 schedules
+# at seed 0) every kind must be there at least once.
+SHARE_OF_1000 = 0.03
+
+
+def _shares(count: int, seed: int) -> dict[str, int]:
+    held = dict.fromkeys(STEP_KINDS, 0)
+    for schedule in schedules(seed, count):
+        for kind in schedule.step_kinds():
+            held[kind] += 1
+    return held
+
+
+def test_every_step_kind_is_in_the_default_run_and_in_3_percent_of_1000_schedules() -> None:
+    default = _shares(100, 0)
+    assert not [k for k, n in default.items() if n == 0], default
+    many = _shares(1000, 0)
+    low = {k: n for k, n in many.items() if n < SHARE_OF_1000 * 1000}
+    assert not low, f"step kinds in fewer than 3% of 1000 schedules: {low}"
+    # cancel was never generated before; it is now a person's step like any other.
+    assert many["cancel"] >= 0.1 * 1000
+
+
+def test_step_kinds_are_read_from_the_steps() -> None:
+    def step(at: float, do: str, **params: object) -> Step:
+        return Step(at, do, tuple(params.items()))
+
+    schedule = Schedule("s", (
+        step(0, "message", session="s1", tools=["send_email"]),
+        step(10, "message", session="s1", tools=[]),  # steers a session that may wait
+        step(20, "answer", session="s1", decision="approve"),
+        step(40, "answer", session="s1", decision="deny"),  # 20s after: a duplicate
+        step(9 * 86400, "answer", session="s1"),  # 9 days after the last message: late
+        step(0, "service-fault", service="payments", fault="500_after", times=1),
+        step(0, "arm", point="tool.after_intent", action="pause", duration=30.0, times=1),
+    ))
+    assert schedule.step_kinds() == {
+        "message", "message (steer)", "answer (approve)", "answer (deny)",
+        "answer (duplicate)", "answer (late)", "service-fault (payments 500_after)",
+        "arm (pause)"}
+    assert schedule.step_kinds() <= set(STEP_KINDS)

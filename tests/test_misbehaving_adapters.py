@@ -34,6 +34,7 @@ import pytest
 
 import harness.runner  # noqa: F401
 from harness import replay
+from harness.checkers import ALL
 from harness.cli import main
 
 pytest_plugins = ["pytester"]
@@ -296,8 +297,9 @@ def test_the_plugin_fails_the_contract_item_naming_the_broken_promise(
     assert f"AdapterContractError: adapter 'misbehaving-{mode}': " in section
     assert not [line for line in section.splitlines() if line.startswith("E ")], section
     assert why in section
-    # The scenario and the 8 generated items are skipped, never passed.
-    assert [line for line in text.splitlines() if line.startswith("SKIPPED [9] ") and
+    # The scenario and the generated item of each invariant are skipped, never passed.
+    assert [line for line in text.splitlines()
+            if line.startswith(f"SKIPPED [{1 + len(ALL)}] ") and
             f"adapter misbehaving:{mode} breaks the adapter contract" in line], text[-3000:]
     assert f"PASSED durable-chaos::misbehaving:{mode}::" not in text
     assert (project / "out" / "index.html").is_file()
@@ -310,7 +312,7 @@ def test_the_plugin_passes_a_well_behaved_adapter_from_outside(
     _, text, _ = contract_session
     passed = [line for line in text.splitlines()
               if line.startswith("PASSED durable-chaos::misbehaving:well_behaved::")]
-    assert len(passed) == 10, text[-3000:]
+    assert len(passed) == 2 + len(ALL), text[-3000:]
 
 
 def test_the_plugin_fails_items_whose_runs_the_adapter_broke_as_unknown(
@@ -322,7 +324,7 @@ def test_the_plugin_fails_items_whose_runs_the_adapter_broke_as_unknown(
     node = "durable-chaos::misbehaving:later_system_exit::"
     assert f"PASSED {node}contract" in text
     failed = [line for line in text.splitlines() if line.startswith(f"FAILED {node}")]
-    assert len(failed) == 9, text[-3000:]
+    assert len(failed) == 1 + len(ALL), text[-3000:]
     assert "unknown: the adapter crashed: SystemExit: 0" in text
     assert "unknown: the adapter crashed on 1 of 1 generated schedule(s)" in text
 

@@ -62,10 +62,19 @@ WITNESS = {
     "background_never_expires": "an answer applied after max_wait",
     "drained_at_face_value": "was recorded drained",
     "keyless_model_call": "twice without an idempotency key",
+    "result_filed_under_next_turn": "not its own turn",
 }
 
-# The planted bugs tested here: all of them, one per invariant at least.
-BUGS: tuple[str, ...] = planted.MODULES
+# Bugs of a window too narrow for uniform generation at this budget, caught by the scenario
+# file that opens it (`CAUGHT_BY`, run by every default `durable-chaos run`, whatever the
+# seed): the re-run must race a new message at one fault point (a pause before the log's
+# lock, scenario 22), and a dropped answer needs an answer that reaches a call already ended
+# while its card is still open (the same race). 150 generated schedules of seed 0 reach
+# neither (measured); the generator's reach is issue 22's section 3.
+SCENARIO_ONLY: frozenset[str] = frozenset({"rerun_ignores_end", "answer_dropped"})
+
+# The planted bugs explored here: all the others, one per invariant at least.
+BUGS: tuple[str, ...] = tuple(name for name in planted.MODULES if name not in SCENARIO_ONLY)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -155,7 +164,7 @@ def test_the_command_line_finds_a_planted_bug(tmp_path: Path) -> None:
 
 
 def test_every_invariant_has_a_planted_bug() -> None:
-    targets = {planted.load(name).INVARIANT for name in BUGS}
+    targets = {planted.load(name).INVARIANT for name in planted.MODULES}
     assert targets == {c.name for c in ALL}
     for name in planted.MODULES:
         adapter = planted.load(name).ADAPTER
@@ -195,7 +204,7 @@ def test_hypothesis_keeps_real_time_under_the_virtual_wall_clock() -> None:
 
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
-# The windows scenario files open on purpose (16-21) and what each design makes of them: the
+# The windows scenario files open on purpose (16-23) and what each design makes of them: the
 # reference passes all; the naive variant waits in-call, so every card that waits longer than
 # the hand-off pins its deployment, and nothing else breaks.
 NEW_SCENARIOS = {
@@ -205,6 +214,8 @@ NEW_SCENARIOS = {
     "19-redeploy-while-pinned-old-retired": {"pinning-bound"},
     "20-crash-after-email-sent-then-confirm-after-handoff": {"pinning-bound"},
     "21-late-answer-to-a-background-call": {"pinning-bound"},
+    "22-rerun-races-a-steering-message": {"pinning-bound"},
+    "23-steering-message-after-the-rerun-intent": {"pinning-bound"},
 }
 
 
@@ -232,6 +243,13 @@ CAUGHT_BY = {
                            "twice without an idempotency key"),
     "duplicate_email": ("20-crash-after-email-sent-then-confirm-after-handoff",
                         "was delivered twice"),
+    "rerun_ignores_end": ("22-rerun-races-a-steering-message",
+                          "was delivered at t=33.5m after a new message ended its turn"),
+    "answer_dropped": ("22-rerun-races-a-steering-message",
+                       "accepted at t=33.0m was silently dropped"),
+    "result_filed_under_next_turn": ("04-new-message-during-waiting-turn",
+                                     "under turn s1.turn2 of session s1, not its own turn "
+                                     "s1.turn1"),
 }
 
 
@@ -244,3 +262,26 @@ def test_a_scenario_file_catches_the_planted_bug(name: str) -> None:
     result = next(r for r in outcome.results if r.checker == bug.INVARIANT)
     assert result.valid is False, f"{name} passed {scenario}"
     assert witness in result.witness(limit=50)
+
+
+# The bugs of the effect contract (issue 22), as a user finds them: a default
+# `durable-chaos run` exits 1. What catches each is a scenario file (`CAUGHT_BY`), so the
+# verdict cannot depend on the seed; seeds 0-4 run here with one generated schedule each (the
+# full 100 of the default budget cost 9 s a run on a loaded 2-core machine: run by hand, see
+# the issue's notes), to show that no seed's schedules change the exit status.
+EFFECT_CONTRACT_BUGS = ("rerun_ignores_end", "answer_dropped", "result_filed_under_next_turn")
+
+
+@pytest.mark.parametrize("name", EFFECT_CONTRACT_BUGS)
+def test_the_default_run_catches_the_effect_contract_bug_for_every_seed(
+        name: str, tmp_path: Path) -> None:
+    bug: ModuleType = planted.load(name)
+    scenario, _ = CAUGHT_BY[name]
+    for seed in range(5):
+        out = tmp_path / str(seed)
+        code = main(["run", "--adapter", f"tests.planted.{name}:ADAPTER", "--seed", str(seed),
+                     "--schedules", "1", "--report-dir", str(out), "--quiet"])
+        assert code == 1, f"{name}, seed {seed}"
+        junit = (out / "junit.xml").read_text(encoding="utf-8")
+        assert bug.INVARIANT in junit and "<failure" in junit
+        assert scenario.split("-", 1)[1] in junit

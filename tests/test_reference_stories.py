@@ -602,8 +602,9 @@ def test_naive_variant_expires_in_call_at_max_wait() -> None:
 
 
 def test_answer_and_new_message_at_once_the_effect_becomes_a_message() -> None:
-    """The answer's re-run is under way when a new message ends the waiting turn: the email
-    went out, so the agent learns of it as a new message instead of losing it."""
+    """The answer's re-run is under way (its intent committed) when a new message ends the
+    waiting turn: the approve won the call, the email went out, its result is the call's one
+    final result, and the agent learns of it as a new message instead of losing it."""
     sim, world = start(build_app)
     say(sim, "s1", "m1", [EMAIL])
     answer(sim, "s1.turn1.t1", at=1 * HOUR)
@@ -617,13 +618,14 @@ def test_answer_and_new_message_at_once_the_effect_becomes_a_message() -> None:
     assert one(sim, "turn.started", turn="s1.turn3").data["message"] == \
         f"result:{tc}:answered"
     assert ev(sim, "turn.resumed") == []
-    # One final result for the call, in the log and in what the runtime reports: the first
-    # committed (the new message's), not a second "answered" beside it.
-    results = [e.payload["outcome"] for e in world.log("s1")
+    # One final result for the call, in the log and in what the runtime reports: the
+    # approved run's, whose intent was committed before the new message's turn could close
+    # the call; not an "ended by new message" beside an email that went out.
+    results = [(e.payload["outcome"], e.payload["background"]) for e in world.log("s1")
                if e.kind == "tool_result" and e.payload.get("tool_call") == tc]
-    assert results == ["ended_by_message"]
-    assert [r.data["outcome"] for r in ev(sim, "tool.result", tool_call=tc)] == \
-        ["ended_by_message"]
+    # Out of the transcript (the next turn had begun): it reaches the agent as turn 3.
+    assert results == [("answered", True)]
+    assert [r.data["outcome"] for r in ev(sim, "tool.result", tool_call=tc)] == ["answered"]
     assert_one_turn_at_a_time(sim, "s1")
     assert idle(sim, "s1")
 
@@ -744,3 +746,22 @@ def test_expiry_counts_from_when_the_card_was_shown_not_from_register() -> None:
     shown = card_shown_at(sim, tc)
     assert shown >= 60.0
     assert result.time >= shown + MAX_WAIT
+
+
+def test_an_answer_not_applied_is_refused_with_its_reason() -> None:
+    """Every answer is applied or refused, never dropped: a deny after the approve won the
+    call is refused as already decided, and an approve after the call expired as expired."""
+    sim, world = start(build_app)
+    say(sim, "s1", "m1", [EMAIL, EMAIL])
+    answer(sim, "s1.turn1.t1", at=1 * HOUR)
+    answer(sim, "s1.turn1.t1", "deny", at=1 * HOUR + 10)
+    answer(sim, "s1.turn1.t2", at=MAX_WAIT + 2 * DAY)  # t2's card expired on day 8
+    sim.run()
+    assert one(sim, "tool.result", tool_call="s1.turn1.t1").data["outcome"] == "answered"
+    late_deny = one(sim, "answer.refused", tool_call="s1.turn1.t1")
+    assert (late_deny.data["reason"], late_deny.data["decision"]) == ("already_decided", "deny")
+    assert one(sim, "tool.result", tool_call="s1.turn1.t2").data["outcome"] == "expired"
+    late_approve = one(sim, "answer.refused", tool_call="s1.turn1.t2")
+    assert (late_approve.data["reason"], late_approve.data["decision"]) == ("expired", "approve")
+    assert [r.key for r in world.deliveries("email")] == ["email:s1.turn1.t1"]
+    assert idle(sim, "s1")

@@ -6,12 +6,15 @@ Each one failed an invariant on the unmodified reference and is pinned here so t
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
 
 from harness.adapters import load_adapter
+from harness.history import History, Record
+from harness.outcome import RunOutcome
 from harness.runner import RunOptions, run_schedule
-from harness.schedules.scenario_file import parse_scenario
+from harness.schedules.scenario_file import load_scenario, parse_scenario
 
 # Found by `durable-chaos run --scenarios none --schedules 100 --seed 1`: s2's call is sent to
 # the background in the same instant as a new message ends its waiting turn, while the owner
@@ -125,10 +128,45 @@ user = "alice"
 """
 
 
+# Found by the new answer-fate rule on the unmodified reference (`--schedules 300 --seed 0`,
+# issue 22): two approves in the same instant after the hand-off. The first re-runs the tool;
+# the second waited on PendingToolCall's key, found the call done and was ignored without a
+# word: acknowledged by the card service, then dropped. Now refused as already decided.
+TWO_APPROVES_AFTER_THE_HAND_OFF = """
+name = "two-approves-after-the-hand-off"
+seed = 0
+hosts = 2
+
+[[step]]
+at = "0s"
+do = "message"
+session = "s1"
+text = "m2"
+tools = ["send_email"]
+user = "alice"
+
+[[step]]
+at = "8m"
+do = "answer"
+session = "s1"
+decision = "approve"
+user = "alice"
+
+[[step]]
+at = "8m"
+do = "answer"
+session = "s1"
+decision = "approve"
+user = "alice"
+"""
+
+
 @pytest.mark.parametrize(("text", "invariant"), [
     (BACKGROUND_AND_NEW_MESSAGE_AT_ONCE, "turn-outcome"),
     (RERUN_RETRIED_AFTER_THE_TURN_ENDED, "conservative-recovery"),
-], ids=["expiry-after-ended-by-message", "rerun-retried-after-ended-by-message"])
+    (TWO_APPROVES_AFTER_THE_HAND_OFF, "answer-fate"),
+], ids=["expiry-after-ended-by-message", "rerun-retried-after-ended-by-message",
+        "second-approve-dropped"])
 def test_a_schedule_that_once_broke_the_reference_now_holds(text: str, invariant: str) -> None:
     document = tomllib.loads(text)
     schedule = parse_scenario(document, "<test>", document["name"])
@@ -140,3 +178,45 @@ def test_a_schedule_that_once_broke_the_reference_now_holds(text: str, invariant
     assert all(v is True or v is None for v in verdicts.values()), verdicts
     # The window was really reached, so the verdict means something.
     assert {r.checker: r.reached for r in outcome.results}[invariant]
+
+
+# Issue 22, section 4: an approved re-run races a steering message. Both orders are kept as
+# scenario files; this pins what the reference does in each, not only that it passes.
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def _run(name: str, tmp_path: Path) -> tuple[RunOutcome, History]:
+    outcome = run_schedule(load_adapter("reference"), load_scenario(SCENARIOS / name),
+                           RunOptions(report_dir=tmp_path))
+    assert outcome.error is None and outcome.history_path is not None
+    assert all(r.valid is True for r in outcome.results), [
+        v.message for r in outcome.results for v in r.violations]
+    return outcome, History.load(outcome.history_path)
+
+
+def _records(history: History, kind: str, tc: str = "s1.turn1.t1") -> list[Record]:
+    return [r for r in history.records if r.kind == kind and r.tool_call == tc]
+
+
+def test_a_new_message_committed_before_the_rerun_intent_wins_the_call(tmp_path: Path) -> None:
+    """Failed conservative-recovery on the unmodified reference: the re-run, paused before
+    the log's lock, wrote its intent and sent the email after the new message had ended the
+    call, and its result was dropped."""
+    outcome, history = _run("22-rerun-races-a-steering-message.toml", tmp_path)
+    assert {r.checker: r.reached for r in outcome.results}["answer-fate"]
+    assert _records(history, "tool.intent") == []
+    assert _records(history, "effect.delivered") == []
+    assert [r.data["outcome"] for r in _records(history, "tool.result")] == ["ended_by_message"]
+    [refused] = _records(history, "answer.refused")
+    assert refused.data["reason"] == "ended" and refused.data["outcome"] == "ended_by_message"
+    assert refused.data["decision"] == "approve"
+
+
+def test_a_rerun_intent_committed_before_the_new_message_wins_the_call(tmp_path: Path) -> None:
+    outcome, history = _run("23-steering-message-after-the-rerun-intent.toml", tmp_path)
+    assert {r.checker: r.reached for r in outcome.results}["effect-authorized"]
+    assert len(_records(history, "effect.delivered")) == 1
+    assert [r.data["outcome"] for r in _records(history, "tool.result")] == ["answered"]
+    assert _records(history, "answer.refused") == []
+    [ended] = [r for r in _records(history, "turn.ended") if r.turn == "s1.turn1"]
+    assert ended.data["reason"] == "steered"

@@ -383,6 +383,38 @@ def test_skipped_faults_are_reported(tmp_path: Path) -> None:
     assert "skipped faults (adapter lacks the capability): gc-pause" in text
 
 
+def test_step_kinds_are_counted_once_per_generated_schedule(tmp_path: Path) -> None:
+    from harness.cli import _summary
+    from harness.report.summary import step_kinds_of
+    from harness.schedules.model import STEP_KINDS
+
+    def generated(name: str, adapter: str, kinds: tuple[str, ...]) -> RunOutcome:
+        return run_outcome(name, adapter, passing("inv"), source="generated",
+                           schedule_toml=f'name = "{name}"\n', step_kinds=kinds)
+
+    runs = (
+        # One schedule run by two adapters is one schedule.
+        generated("g1", "reference", ("message", "cancel")),
+        generated("g1", "naive", ("message", "cancel")),
+        generated("g2", "reference", ("message", "service-fault (payments 500_after)")),
+        # A scenario file is the author's, not the exploration's: not counted.
+        run_outcome("s", "reference", passing("inv"), step_kinds=("deploy",)),
+    )
+    held = step_kinds_of(runs)
+    counts = dict(held.counts)
+    assert held.schedules == 2 and list(counts) == list(STEP_KINDS)
+    assert (counts["message"], counts["cancel"], counts["deploy"]) == (2, 1, 0)
+    assert counts["service-fault (payments 500_after)"] == 1
+    assert "deploy" in held.never and "cancel" not in held.never
+    text = text_of(report_html.render(SuiteOutcome(("reference", "naive"), 0, runs, 1.0)))
+    assert "Step kinds of the generated schedules" in text
+    assert "cancel 1 of 2 (50%)" in text and "deploy 0 of 2" in text
+    line = _summary(SuiteOutcome(("reference", "naive"), 0, runs, 1.0), tmp_path)
+    assert f"step kinds: 3 of {len(STEP_KINDS)} step kinds in 2 generated schedule(s); " \
+           "never: message (steer)," in line
+    assert f"and {len(STEP_KINDS) - 3 - 5} more" in line  # five named, the rest counted
+
+
 def test_summary_states_adapters_seed_runs_times_and_faults(suite: SuiteOutcome) -> None:
     text = text_of(report_html.render(suite))
     assert "Adapters naive, reference" in text
@@ -449,7 +481,7 @@ def test_runtime_text_is_escaped_everywhere(tmp_path: Path) -> None:
     history.add("turn.started", time=1.0, session=evil, turn="t1", data={"message": evil})
     history.add("tool.awaiting", time=2.0, session=evil, turn="t1", tool_call="c1",
                 data={"tool": evil})
-    history.add("fault.provider", time=3.0, data={"mode": evil})
+    history.add("fault.service-fault", time=3.0, data={"mode": evil})
     history.add("run.end", time=10.0)
     path = history.save(tmp_path / "evil.jsonl")
     run = run_outcome(evil, evil, (Result(evil, False, (Violation(evil, (1, 3, 4)),)),),

@@ -83,3 +83,21 @@ def test_a_deadline_returns_the_smallest_failing_schedule_so_far() -> None:
     assert result.runs <= full.runs // 2 + 1
     assert _emails_then_approved(result.schedule)
     assert len(full.schedule.steps) <= len(result.schedule.steps) < len(big.steps)
+
+
+def test_a_service_fault_shrinks_to_the_simplest_fault_that_still_fails() -> None:
+    def fails(schedule: Schedule) -> bool:
+        # Any fault of the payments service that did not do the work fails the predicate.
+        return any(s.action == "service-fault" and s.get("service") == "payments"
+                   and s.get("fault") in ("500_before", "429", "200_error")
+                   for s in schedule.steps)
+
+    big = Schedule("generated-7", (
+        Step(60.0, "service-fault", (("service", "email"), ("fault", "slow"), ("times", 1))),
+        Step(120.0, "service-fault", (("service", "payments"), ("fault", "200_error"),
+                                      ("times", 3))),
+    ), seed=7)
+    minimal = shrink(big, fails).schedule
+    assert minimal.steps == (Step(0.0, "service-fault", (("service", "payments"),
+                                                         ("fault", "500_before"),
+                                                         ("times", 1))),)

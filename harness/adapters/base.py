@@ -8,9 +8,11 @@ acts on. Everything else is optional, so that a runtime never has to fake what i
   `Redeployable`, `FaultPoints` (with the list of `points` it supports), `ClockEffects`,
   `NetworkFaults`;
 - declared attributes of the runtime: `world_endpoints`, the parts of the harness's world its
-  code really calls ("provider": the model provider, so provider faults reach it; "identity":
-  the identity/catalog, so access revocation reaches it). The world object exists either way,
-  so only a declaration can tell the harness that a fault there would change anything.
+  code really calls (`contract.services.SERVICES`: "provider", the model provider; "email";
+  "payments"; "identity", the identity/catalog, so access revocation reaches it; "cards", the
+  approval card service): a service fault reaches only a declared endpoint. The world object
+  exists either way, so only a declaration can tell the harness that a fault there would
+  change anything.
 
 A step that needs what the runtime lacks is not applied: the run records it as skipped, with
 the capability it lacks (`lacking`), and the CLI summary, the report and JUnit list it. It
@@ -30,6 +32,7 @@ from difflib import get_close_matches
 from typing import Any, Protocol, runtime_checkable
 
 from contract.ports import Config
+from contract.services import SERVICES
 from harness.checkers.base import CheckConfig
 from harness.errors import UsageError
 from harness.history import History
@@ -170,11 +173,11 @@ CAPABILITY_OF: dict[str, type] = {
 }
 
 
-WORLD_ENDPOINTS: tuple[str, ...] = ("provider", "identity")
+WORLD_ENDPOINTS: tuple[str, ...] = SERVICES
 """Parts of the harness's world a runtime may declare it calls (`Runtime.world_endpoints`)."""
-ENDPOINT_OF: dict[str, str] = {"provider": "provider", "revoke": "identity",
-                               "grant": "identity"}
-"""Schedule actions that act through the world, and the endpoint they need."""
+ENDPOINT_OF: dict[str, str] = {"revoke": "identity", "grant": "identity"}
+"""Schedule actions that act through the world, and the endpoint they need (a
+`service-fault` needs the endpoint of its own `service`)."""
 
 
 def world_endpoints(runtime: object) -> frozenset[str]:
@@ -210,8 +213,10 @@ def _has(runtime: object, capability: type) -> bool:
     return isinstance(runtime, capability)
 
 
-def lacking(runtime: object, action: str, point: str | None = None) -> str | None:
-    """What `runtime` lacks to take a step of `action` (None: it can take it).
+def lacking(runtime: object, action: str, point: str | None = None,
+            service: str | None = None) -> str | None:
+    """What `runtime` lacks to take a step of `action` (None: it can take it); `point` and
+    `service` are an `arm` step's fault point and a `service-fault` step's service.
 
     The answer names the capability, as the report shows it: a protocol ("Backgroundable"),
     a world endpoint ("world endpoint 'provider'") or a fault point ("fault point 'x'").
@@ -219,7 +224,7 @@ def lacking(runtime: object, action: str, point: str | None = None) -> str | Non
     capability = CAPABILITY_OF.get(action)
     if capability is not None and not _has(runtime, capability):
         return capability.__name__
-    endpoint = ENDPOINT_OF.get(action)
+    endpoint = service if action == "service-fault" else ENDPOINT_OF.get(action)
     if endpoint is not None and endpoint not in world_endpoints(runtime):
         return f"world endpoint {endpoint!r}"
     if action == "arm" and point is not None:

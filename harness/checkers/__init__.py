@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Final
 
 from harness.checkers.access import AccessRechecked
+from harness.checkers.answers import AnswerFate
+from harness.checkers.authorization import EffectAuthorized
 from harness.checkers.base import (
     CheckConfig,
     Checker,
@@ -30,10 +32,12 @@ from harness.errors import ConfigError
 __all__ = [
     "ALL",
     "AccessRechecked",
+    "AnswerFate",
     "BusyRule",
     "CheckConfig",
     "Checker",
     "ConservativeRecovery",
+    "EffectAuthorized",
     "Fencing",
     "Liveness",
     "NoDuplicateEffects",
@@ -57,6 +61,8 @@ ALL: Final[tuple[Checker, ...]] = (
     AccessRechecked(),
     ConservativeRecovery(),
     Liveness(),
+    EffectAuthorized(),
+    AnswerFate(),
 )
 
 

@@ -94,26 +94,31 @@ def overlap(merged: list[Interval], start: float, end: float) -> float:
 
 FAULT_KINDS: Final = frozenset(
     {"host.paused", "host.resumed", "host.crashed", "host.restarted", "fault.gc-pause",
-     "fault.crash", "fault.provider", "fault.heal"}
+     "fault.crash", "fault.service-fault", "service.fault", "fault.clock-jump", "fault.heal"}
 )
 
 
 class Faults:
-    """Windows during which a fault was active: hosts paused or crashed, the provider failing.
+    """Windows during which a fault was active: hosts paused or crashed, a world service
+    failing (a `service-fault` step: the provider, email, payments, identity or cards) or
+    holding a call, the clock jumping.
 
     Fed the records of `FAULT_KINDS` in order; `finish(end)` closes what is still open. The
     simulator's host events and the harness's fault records describe the same pauses; merging
     the intervals makes counting both harmless.
     """
 
-    __slots__ = ("_down", "_down_open", "_provider", "_provider_open", "host_deployment",
-                 "last_end")
+    __slots__ = ("_down", "_down_open", "_held", "_provider", "_provider_open",
+                 "host_deployment", "last_end")
 
     def __init__(self) -> None:
         self._down: list[tuple[str, float, float]] = []
         self._down_open: dict[str, float] = {}
         self._provider: list[Interval] = []
         self._provider_open: float | None = None
+        # Calls a world service held (a slow answer, a timeout) and clock jumps: time the
+        # runtime was blocked by a fault or never had, like a host's downtime.
+        self._held: list[Interval] = []
         self.host_deployment: dict[str, str] = {}
         # When the last fault ended (a heal, a resume, a restart, the end of a timed pause).
         self.last_end: float | None = None
@@ -141,7 +146,7 @@ class Faults:
             if host is not None and host in self._down_open:
                 self._down.append((host, self._down_open.pop(host), r.time))
             self._ended(r.time)
-        elif kind == "fault.provider":
+        elif kind == "fault.service-fault":
             if duration is not None:
                 self._provider.append((r.time, r.time + float(duration)))
                 self._ended(r.time + float(duration))
@@ -149,6 +154,15 @@ class Faults:
                 if self._provider_open is None:
                     self._provider_open = r.time
                 self._ended(r.time)
+        elif kind in ("service.fault", "fault.clock-jump"):
+            # A call the world held (a slow answer, a timeout), or time the clock skipped
+            # (recorded where the jump starts): time the runtime did not have. A service
+            # fault waits for its service's next call, so it may strike after the schedule's
+            # heal: the faults end no sooner than it did.
+            if duration is not None:
+                self._held.append((r.time, r.time + float(duration)))
+                self._provider.append((r.time, r.time + float(duration)))
+            self._ended(r.time + float(duration or 0.0))
         elif kind == "fault.heal":
             healed = float(r.data.get("at", r.time))
             for h, since in self._down_open.items():
@@ -173,6 +187,11 @@ class Faults:
             self._provider.append((self._provider_open, end))
             self._provider_open = None
         return merge([(a, b) for _, a, b in self._down]), merge(self._provider)
+
+    def held(self) -> list[Interval]:
+        """Merged windows during which a world service held a call (slow, timed out) or the
+        clock jumped."""
+        return merge(self._held)
 
     def downtime_of(self, hosts: set[str]) -> list[Interval]:
         """Merged downtime of the given hosts (call after `finish`)."""

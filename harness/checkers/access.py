@@ -13,7 +13,10 @@ latest deployment, re-resolving identity and the tool catalog. So:
   call is delivered afterwards, whatever path it took. A revocation that lands after the
   re-run checked access (while its request is in flight) is too late to stop it; a handed-off
   call delivered with no re-run at all skipped the check, so any revocation before the
-  delivery counts.
+  delivery counts, except one that landed while an execution begun before the hand-off (its
+  `tool.intent` written before the revocation, and no intent since) was in flight: a host
+  paused mid-request delivers it late, as a real paused process does, and no re-run of the
+  call was ever asked to check.
 
 Identity events name a user. The user of a tool call is the one its re-run names
 (`data["user"]`), else the session's (from any record with a session and `data["user"]`, such
@@ -71,6 +74,7 @@ class AccessRechecked:
         session_of: dict[str, str] = {}
         handed: dict[str, Record] = {}
         rechecked: dict[str, Record] = {}
+        last_intent: dict[str, Record] = {}
         violations: list[Violation] = []
         reruns = unplaced = denied = 0
 
@@ -134,6 +138,9 @@ class AccessRechecked:
             elif kind in ("tool.handoff", "turn.waiting"):
                 if tc is not None:
                     handed.setdefault(tc, r)
+            elif kind == "tool.intent":
+                if tc is not None:
+                    last_intent[tc] = r
             elif kind == "tool.rerun":
                 reruns += 1
                 if tc is not None:
@@ -162,8 +169,12 @@ class AccessRechecked:
                 call_tool = tool_of.get(tc)
                 rev = revocation(tc, session or session_of.get(tc), call_tool)
                 check = rechecked.get(tc)
-                if rev is not None and (check is None or rev.index < check.index):
-                    wait = handed[tc]
+                wait = handed[tc]
+                intent = last_intent.get(tc)
+                in_flight = (check is None and intent is not None and rev is not None
+                             and intent.index < wait.index and intent.index < rev.index)
+                if rev is not None and not in_flight and (check is None
+                                                          or rev.index < check.index):
                     violations.append(Violation(
                         f"{r.data.get('effect', 'effect')} of tool call {tc} was delivered at "
                         f"{at(r.time)} although user {rev.data.get('user')} lost access to "

@@ -26,6 +26,12 @@ When the wait started is read generously: the expiry may not come before `max_wa
 the card was shown (`tool.awaiting`), and must come by `max_wait` after the hand-off, so both
 readings of "8 days" (from the card, or from the hand-off) pass. A hold (`turn.held`, or
 `tool.result` with outcome `held`) shows a new card asking to confirm: the wait starts again.
+
+Attribution: every result of a tool call that waited on a person, as reported
+(`tool.result`) and as filed in the thread log (`threadlog.appended` of a result entry, with
+the turn and tool call the entry is filed under), belongs to the call's own turn and session,
+those its card was shown for (`tool.awaiting`, else its hand-off). A result filed under
+another turn makes the transcript tell the model that a later turn's call ended.
 """
 
 from __future__ import annotations
@@ -103,6 +109,9 @@ class TurnOutcome:
         appended: dict[str, dict[str, Record]] = {}
         committed: dict[str, dict[str, Record]] = {}
         committed_ids = False
+        # tool call -> the record its card was shown by, and every result filed for it.
+        origins: dict[str, Record] = {}
+        filed: dict[str, list[Record]] = {}
         dedup = Dedup()
         faults = Faults()
         for r in history.records:
@@ -119,12 +128,16 @@ class TurnOutcome:
                 if kind == "threadlog.committed" and entry is not None:
                     committed_ids = True
                 parsed = _result_entry(entry)
+                if parsed is not None and kind == "threadlog.appended":
+                    filed.setdefault(parsed[0], []).append(r)
                 if parsed is not None and parsed[1] not in _NOT_FINAL:
                     into = committed if kind == "threadlog.committed" else appended
                     into.setdefault(parsed[0], {}).setdefault(parsed[1], r)
                 continue
             turn = attr(r, "turn")
             tc = attr(r, "tool_call")
+            if tc is not None and kind in ("tool.awaiting", "tool.handoff", "turn.waiting"):
+                origins.setdefault(tc, r)
             if kind in ("tool.awaiting", "turn.held"):
                 if tc is not None:
                     marks.setdefault(tc, []).append(
@@ -157,6 +170,7 @@ class TurnOutcome:
                 if turn is not None:
                     ended.setdefault(turn, []).append(r)
             elif kind == "tool.result" and tc is not None:
+                filed.setdefault(tc, []).append(r)
                 outcome = r.data.get("outcome")
                 if outcome is not None and str(outcome) not in _NOT_FINAL:
                     finals.setdefault(tc, {}).setdefault(str(outcome), r)
@@ -289,8 +303,11 @@ class TurnOutcome:
                     cite((result,)),
                 ))
 
+        misfiled = _misfiled(origins, filed)
+        violations.extend(misfiled)
         counts["doubled_outcomes"] = doubled_outcomes
         counts["late_answers"] = late_answers
+        counts["misfiled"] = len(misfiled)
         return verdict(
             self.name, violations, reached=bool(waits) or bool(violations),
             note="" if waits else "no turn waited on a person as state",
@@ -323,3 +340,30 @@ def _result_entry(entry: object) -> tuple[str, str] | None:
         return None
     tc, sep, outcome = entry[len(_RESULT_ENTRY):].rpartition(":")
     return (tc, outcome) if sep and tc else None
+
+
+def _misfiled(origins: dict[str, Record], filed: dict[str, list[Record]]) -> list[Violation]:
+    """A result of a call that waited on a person, filed under a turn or session not its
+    own: the first such result per call."""
+    found: list[Violation] = []
+    for tc, results in filed.items():
+        origin = origins.get(tc)
+        if origin is None:
+            continue
+        own = (attr(origin, "session"), attr(origin, "turn"))
+        for r in results:
+            under = (attr(r, "session"), attr(r, "turn"))
+            if under[1] is None or under == own:
+                continue
+            where = ("the thread log filed" if r.kind == "threadlog.appended" else
+                     "the runtime reported")
+            entry = _result_entry(r.data.get("entry"))
+            outcome = r.data.get("outcome") or (entry[1] if entry else "")
+            found.append(Violation(
+                f"{where} the {outcome} result of {tc} under turn {under[1]} of session "
+                f"{under[0]}, not its own turn {own[1]} of session {own[0]} (its card was "
+                f"shown at {at(origin.time)}): {origin.describe()}; {r.describe()}",
+                cite((origin, r)),
+            ))
+            break
+    return found

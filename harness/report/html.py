@@ -37,6 +37,7 @@ from harness.report.summary import (
     expected_failure,
     invariants,
     skipped_kinds,
+    step_kinds_of,
     unclaimed_of,
     unmet_note,
 )
@@ -68,6 +69,10 @@ DESCRIPTIONS: Final[dict[str, str]] = {
     "conservative-recovery": "A tool intent without a known result is never re-executed "
                              "without its idempotency key; the turn is held.",
     "liveness": "Once faults heal, every session becomes idle within a bound.",
+    "effect-authorized": "Every effect of a call that waited on a person is authorized by an "
+                         "approving answer that is the call's final outcome.",
+    "answer-fate": "Every accepted answer is applied, or refused with its reason; none is "
+                   "silently dropped.",
 }
 
 _MAX_VIOLATIONS_SHOWN: Final = 10
@@ -935,6 +940,19 @@ def _faults_section(suite: SuiteOutcome) -> str:
         out.append("</tbody></table></div>")
     else:
         out.append('<p class="muted">No fault was injected.</p>')
+    held = step_kinds_of(runs)
+    if held.schedules:
+        out.append('<h3>Step kinds of the generated schedules</h3><p class="lede">How many '
+                   f"of the {held.schedules} generated schedule(s) held each kind of step a "
+                   "scenario file can hold: a kind in none was never tried.</p>")
+        out.append('<div class="table-wrap"><table class="grid-t" id="step-kinds"><thead><tr>'
+                   "<th>Step kind</th><th>Generated schedules</th></tr></thead><tbody>")
+        for kind, n in held.counts:
+            cls = "" if n else ' class="row-unknown"'
+            share = f" ({100 * n / held.schedules:.0f}%)" if n else ""
+            out.append(f'<tr{cls}><th scope="row">{esc(kind)}</th>'
+                       f"<td>{n} of {held.schedules}{share}</td></tr>")
+        out.append("</tbody></table></div>")
     points = sorted({p for r in runs for p in r.fault_points})
     if points:
         out.append('<h3>Fault points</h3><p class="lede">Named windows in the reference code '

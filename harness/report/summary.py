@@ -17,6 +17,7 @@ from harness.checkers import ALL
 from harness.checkers.base import Result, Valid
 from harness.history import History
 from harness.outcome import RunOutcome, SuiteOutcome
+from harness.schedules.model import STEP_KINDS
 
 # Characters XML 1.0 forbids and HTML calls parse errors; shown as visible escapes instead.
 _CONTROL: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
@@ -89,6 +90,48 @@ def skipped_kinds(runs: Iterable[RunOutcome]) -> list[SkippedKind]:
             example.setdefault(key, f"{run.name}: {skip.describe()}")
     return [SkippedKind(a, lacks, n, len(seen[(a, lacks)]), example[(a, lacks)])
             for (a, lacks), n in steps.items()]
+
+
+@dataclass(frozen=True)
+class StepKinds:
+    """How many generated schedules held each kind of step (`STEP_KINDS`): whether the
+    exploration reached every step a scenario file can hold."""
+
+    schedules: int  # distinct generated schedules (each adapter runs the same ones)
+    counts: tuple[tuple[str, int], ...]  # every kind, in `STEP_KINDS` order, 0 included
+
+    @property
+    def never(self) -> list[str]:
+        return [kind for kind, n in self.counts if n == 0]
+
+    def describe(self) -> str:
+        """One line: the kinds no schedule held, else the rarest."""
+        if not self.schedules:
+            return "no generated schedule"
+        never = self.never
+        if never:
+            # A few names: an exploration that stopped at its first failure ran too few
+            # schedules to hold most kinds, and the report lists them all.
+            named = ", ".join(never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5
+                                            else "")
+            return (f"{len(self.counts) - len(never)} of {len(self.counts)} step kinds in "
+                    f"{self.schedules} generated schedule(s); never: {named}")
+        kind, n = min(self.counts, key=lambda c: c[1])
+        return (f"all {len(self.counts)} step kinds in {self.schedules} generated schedule(s);"
+                f" rarest: {kind} in {n}")
+
+
+def step_kinds_of(runs: Iterable[RunOutcome]) -> StepKinds:
+    """Per step kind, the generated schedules holding it, each schedule counted once."""
+    seen: set[str] = set()
+    counts = dict.fromkeys(STEP_KINDS, 0)
+    for run in runs:
+        if run.source != "generated" or run.schedule_toml in seen:
+            continue
+        seen.add(run.schedule_toml)
+        for kind in run.step_kinds:
+            counts[kind] = counts.get(kind, 0) + 1
+    return StepKinds(len(seen), tuple(counts.items()))
 
 
 @dataclass(frozen=True)

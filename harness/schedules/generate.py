@@ -1,5 +1,7 @@
 """Generated schedules: random sessions, messages, answers at any time from 0 s to past 8
-days, redeploys, pauses, crashes, provider faults and armed fault points.
+days, cancels, redeploys, pauses, crashes, service faults on every world service, network
+faults, clock jumps and armed fault points: every kind of step a scenario file can hold
+(`harness.schedules.model.STEP_KINDS`; a test pins the share of schedules holding each).
 
 Uniform random steps reach the narrow windows of some invariants rarely (a crash between an
 email and its journal entry, then a confirming answer; an answer after the hand-off to a
@@ -30,8 +32,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from contract.faultpoints import POINTS
+from contract.services import FAULT_NAMES, SERVICES
+from harness.adapters.base import LINKS, TOXICS
 from harness.schedules.model import Schedule, Step
-from harness.world import PROVIDER_FAULTS
 
 DAY = 86400
 T = TypeVar("T")
@@ -50,7 +53,12 @@ class Size:
 
 _TOOLS = ("send_email", "charge_card", "lookup", "notify")
 _APPROVAL_TOOLS = ("send_email", "charge_card")
-_FAULT_KINDS = ("gc-pause", "crash", "deploy", "provider", "arm", "answer-burst")
+_FAULT_KINDS = ("gc-pause", "crash", "deploy", "service-fault", "arm", "answer-burst",
+                "network", "clock-jump")
+# The tools that reach each world service (the provider and identity: any turn, any re-run).
+_SERVICE_TOOLS = {"provider": _TOOLS, "email": ("send_email", "notify"),
+                  "payments": ("charge_card",), "identity": _APPROVAL_TOOLS,
+                  "cards": _APPROVAL_TOOLS}
 # Window templates, by the invariant whose window each opens (see `_window`). Repeats weigh
 # the draw toward the windows uniform steps reach least (measured by
 # `benchmarks/exploration.py --reach`: recovery 3%, re-runs 14% of schedules without them).
@@ -124,21 +132,27 @@ def generate(seed: int, index: int, size: Size = Size()) -> Schedule:
     for _ in range(d.integer(0, size.turns)):
         steps.append(_answer(d.time(), session(), d.pick(("approve", "approve", "deny"))))
     for _ in range(d.integer(0, 2)):
-        if d.pick(("background", "revoke")) == "background":
-            steps.append(Step(d.time(), "background", (("session", session()),)))
+        person = d.pick(("background", "background", "revoke", "cancel", "grant"))
+        if person in ("background", "cancel"):
+            steps.append(Step(d.time(), person, (("session", session()),)))
         else:
-            steps.append(Step(d.time(), "revoke", (("user", "alice"), ("tool", "*"))))
+            steps.append(Step(d.time(), person, (("user", "alice"), ("tool", "*"))))
     # Swarm: the fault kinds this schedule may use.
     enabled = d.subset(_FAULT_KINDS)
     for _ in range(d.integer(0, size.faults)):
-        steps.append(_fault(d, d.time(), d.pick(enabled)))
+        steps += _fault(d, d.time(), d.pick(enabled), session())
     # At least one window: most of them start with a message, and a schedule without one
     # would often have none at all.
-    for k in range(d.integer(1, size.windows) if size.windows else 0):
+    # Then one or two service windows besides: a fault on one of 5 services of 6 kinds is 30
+    # combinations, which the windows above (and the swarm's faults) would reach in under 1%
+    # of schedules each.
+    kinds = [d.pick(WINDOWS) for _ in range(d.integer(1, size.windows) if size.windows else 0)]
+    kinds += ["service"] * (d.integer(1, 2) if size.windows else 0)
+    for k, kind in enumerate(kinds):
         # A window usually gets a session of its own: another card of its session would
         # take its answer (a person answers the oldest open card).
         own = d.maybe()
-        opened = _window(d, d.pick(WINDOWS), session(), d.time())
+        opened = _window(d, kind, session(), d.time())
         renamed = {"text": f"w{k + 1}", **({"session": f"w{k + 1}"} if own else {})}
         steps += [Step(x.at, x.action, tuple((key, renamed.get(key, v))
                                              for key, v in x.params)) for x in opened]
@@ -155,24 +169,35 @@ def schedules(seed: int, count: int, size: Size = Size(), start: int = 0) -> Ite
         yield generate(seed, index, size)
 
 
-def _fault(d: Draw, at: float, kind: str) -> Step:
+def _fault(d: Draw, at: float, kind: str, session: str) -> tuple[Step, ...]:
     host = d.pick(("owner", "any", "latest/1"))
     if kind == "gc-pause":
         duration = float(d.pick((5, 30, 90, 300, 900)))
-        return Step(at, "gc-pause", (("host", host), ("duration", duration)))
+        return (Step(at, "gc-pause", (("host", host), ("duration", duration))),)
     if kind == "crash":
-        return Step(at, "crash", (("host", host),))
+        return (Step(at, "crash", (("host", host),)),)
     if kind == "deploy":
-        return Step(at, "deploy", (("version", ""),))
-    if kind == "provider":
-        return Step(at, "provider", (("fault", d.pick(PROVIDER_FAULTS)), ("times", 1)))
+        return (Step(at, "deploy", (("version", ""),)),)
+    if kind == "service-fault":
+        return (_service_fault(at, d.pick(SERVICES), d.pick(FAULT_NAMES)),)
     if kind == "arm":
         action = d.pick(("crash", "pause"))
         duration = float(d.pick((30, 120, 600)))
-        return Step(at, "arm", (("point", d.pick(_POINTS)), ("action", action),
-                                ("duration", duration), ("times", 1)))
-    # A person who answers twice in quick succession (double click, two devices).
-    return Step(at, "answer", (("session", "s1"), ("decision", "approve"), ("user", "alice")))
+        return (Step(at, "arm", (("point", d.pick(_POINTS)), ("action", action),
+                                 ("duration", duration), ("times", 1))),)
+    if kind == "network":
+        return (Step(at, "network", (("link", d.pick(LINKS)), ("kind", d.pick(TOXICS)),
+                                     ("duration", float(d.pick((10, 60, 300)))))),)
+    if kind == "clock-jump":
+        return (Step(at, "clock-jump", (("duration", float(d.pick((30, 600, 3 * HOUR)))),)),)
+    # A person who answers twice in quick succession (double click, two devices), the second
+    # maybe the other way.
+    return (_answer(at, session), _answer(at + d.integer(0, 30), session,
+                                          d.pick(("approve", "deny"))))
+
+
+def _service_fault(at: float, service: str, fault: str) -> Step:
+    return Step(at, "service-fault", (("service", service), ("fault", fault), ("times", 1)))
 
 
 def _message(at: float, session: str, tools: list[str]) -> Step:
@@ -258,9 +283,19 @@ def _window(d: Draw, kind: str, session: str, t: float) -> tuple[Step, ...]:
             steps.append(_answer(float(t + d.integer(60, 3 * DAY)), session))
     elif kind == "provider":  # no-duplicate-effects: a lone billed-then-failed completion
         if d.maybe(9):
-            steps.append(Step(t, "provider", (("fault", "500_after_billed"), ("times", 1))))
+            steps.append(_service_fault(t, "provider", "500_after"))
         if d.maybe():
             steps.append(_message(t, session, d.tools(1)))
+    elif kind == "service":  # a service fails the call of a tool that reaches it
+        service = d.pick(SERVICES)
+        tool = d.pick(_SERVICE_TOOLS[service])
+        if d.maybe(9):
+            steps.append(_service_fault(t, service, d.pick(FAULT_NAMES)))
+        if d.maybe(9):
+            steps.append(_message(t, session, [tool]))
+        if tool in _APPROVAL_TOOLS and d.maybe():  # in-call, or a re-run after the hand-off
+            delay = _either(d, (10, HAND_OFF - 30), (HAND_OFF + 60, DAY))
+            steps.append(_answer(float(t + delay), session))
     else:  # fencing: the owner pauses mid-turn and the thread moves
         if d.maybe(9):
             steps.append(_message(t, session, [tool]))

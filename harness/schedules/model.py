@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
+from contract.services import FAULT_NAMES, SERVICES
+
 # action -> (required params, optional params with defaults)
 ACTIONS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
     "message": (("session",), {"text": "hello", "tools": [], "user": "alice"}),
@@ -24,14 +26,34 @@ ACTIONS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
     "deploy": ((), {"version": ""}),
     "gc-pause": ((), {"host": "owner", "duration": 120.0}),
     "crash": ((), {"host": "owner"}),
-    "provider": (("fault",), {"times": 1}),
+    "service-fault": (("service", "fault"), {"times": 1}),
     "arm": (("point",), {"action": "crash", "duration": 120.0, "times": 1}),
     "clock-jump": (("duration",), {}),
     "network": (("link", "kind"), {"duration": 60.0}),
 }
 
-FAULT_ACTIONS: Final = frozenset({"gc-pause", "crash", "deploy", "provider", "arm",
+# `do = "provider"` (a scenario file's older step) reads as a service fault on "provider".
+LEGACY_ACTIONS: Final = {"provider": "service-fault"}
+
+FAULT_ACTIONS: Final = frozenset({"gc-pause", "crash", "deploy", "service-fault", "arm",
                                   "clock-jump", "network"})
+
+# The kinds of step a schedule can hold, as the report counts them (`Schedule.step_kinds`):
+# the actions, answers split by what they do to a card (a denial, a second answer right after
+# the first, one after the card's `max_wait`), a message that steers a session whose turn may
+# be waiting, and a service fault per service and fault.
+STEP_KINDS: Final = (
+    "message", "message (steer)", "answer (approve)", "answer (deny)", "answer (duplicate)",
+    "answer (late)", "background", "cancel", "revoke", "grant", "deploy", "gc-pause", "crash",
+    "arm (crash)", "arm (pause)", "network", "clock-jump",
+    *(f"service-fault ({service} {fault})" for service in SERVICES for fault in FAULT_NAMES),
+)
+APPROVAL_TOOLS: Final = ("send_email", "charge_card")
+# A second answer this soon after one of the same session is a duplicate (a double click,
+# two devices); one this long after the session's last message, a late one (the default
+# `max_wait`, 8 days).
+DUPLICATE_WITHIN: Final = 60.0
+LATE_AFTER: Final = 8 * 86400.0
 
 MAX_DURATION: Final = 3650 * 86400.0  # ten years of scenario time
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -129,6 +151,35 @@ class Schedule:
             if step.is_fault:
                 counts[step.action] = counts.get(step.action, 0) + 1
         return counts
+
+    def step_kinds(self) -> frozenset[str]:
+        """The kinds of step (`STEP_KINDS`) this schedule holds, read from its steps."""
+        kinds: set[str] = set()
+        approval: set[str] = set()  # sessions sent a message with an approval tool so far
+        last_message: dict[str, float] = {}
+        last_answer: dict[str, float] = {}
+        for step in self.steps:
+            action = step.action
+            session = step.get("session")
+            if action == "message":
+                kinds.add("message (steer)" if session in approval else "message")
+                if any(t in APPROVAL_TOOLS for t in step.get("tools") or ()):
+                    approval.add(session)
+                last_message[session] = step.at
+            elif action == "answer":
+                kinds.add(f"answer ({'deny' if step.get('decision') == 'deny' else 'approve'})")
+                if step.at - last_answer.get(session, -math.inf) <= DUPLICATE_WITHIN:
+                    kinds.add("answer (duplicate)")
+                if step.at - last_message.get(session, math.inf) > LATE_AFTER:
+                    kinds.add("answer (late)")
+                last_answer[session] = step.at
+            elif action == "arm":
+                kinds.add(f"arm ({step.get('action')})")
+            elif action == "service-fault":
+                kinds.add(f"service-fault ({step.get('service')} {step.get('fault')})")
+            else:
+                kinds.add(action)
+        return frozenset(kinds)
 
     def to_toml(self) -> str:
         """The schedule as a scenario file that replays it."""

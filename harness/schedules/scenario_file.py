@@ -7,9 +7,17 @@ from pathlib import Path
 from typing import Any
 
 from contract.faultpoints import POINTS
+from contract.services import FAULT_ALIASES, FAULT_NAMES, SERVICES
 from harness.errors import ScenarioError
-from harness.schedules.model import ACTIONS, Schedule, Step, format_duration, parse_duration
-from harness.world import DEFAULT_TOOLS, PROVIDER_FAULTS
+from harness.schedules.model import (
+    ACTIONS,
+    LEGACY_ACTIONS,
+    Schedule,
+    Step,
+    format_duration,
+    parse_duration,
+)
+from harness.world import DEFAULT_TOOLS
 
 _TOP = {"name", "description", "seed", "hosts", "horizon", "expect", "step"}
 _OUTCOMES = ("pass", "fail")
@@ -160,6 +168,13 @@ def _step(raw: Any, where: str, index: int) -> Step:
     if not isinstance(raw, dict):
         raise ScenarioError(where, here, "expected a table", "write [[step]] blocks")
     action = raw.get("do")
+    if action == "provider":
+        # The step of before service faults: a fault on the model provider.
+        if "service" in raw:
+            raise ScenarioError(where, f"{here}.service", "'provider' takes no service",
+                                'write do = "service-fault" with service = "..."')
+        raw = {**raw, "service": "provider"}
+    action = LEGACY_ACTIONS.get(str(action), action)
     if action not in ACTIONS:
         raise ScenarioError(where, f"{here}.do", f"unknown action {action!r}",
                             f"use one of {sorted(ACTIONS)}")
@@ -187,9 +202,15 @@ def _step(raw: Any, where: str, index: int) -> Step:
 
 
 def _validate(action: str, params: dict[str, Any], where: str, here: str) -> None:
-    if action == "provider" and params["fault"] not in PROVIDER_FAULTS:
-        raise ScenarioError(where, f"{here}.fault", f"unknown provider fault "
-                            f"{params['fault']!r}", f"use one of {list(PROVIDER_FAULTS)}")
+    if action == "service-fault":
+        if params["service"] not in SERVICES:
+            raise ScenarioError(where, f"{here}.service", f"unknown service "
+                                f"{params['service']!r}", f"use one of {list(SERVICES)}")
+        fault = params["fault"]
+        if fault not in FAULT_NAMES and fault not in FAULT_ALIASES:
+            raise ScenarioError(where, f"{here}.fault", f"unknown {params['service']} fault "
+                                f"{fault!r}", f"use one of {list(FAULT_NAMES)}")
+        params["fault"] = FAULT_ALIASES.get(fault, fault)
     if action == "arm":
         if params["point"] not in POINTS:
             raise ScenarioError(where, f"{here}.point", f"unknown fault point "

@@ -6,7 +6,9 @@ Deterministic and greedy, in passes until a pass changes nothing:
    if the schedule still fails; at the end no single step can be deleted;
 2. simplify what is left, one step at a time: an earlier time (0, the previous step's time,
    just after it, halfway to it, a whole hour or minute), fewer tools on a message, an
-   approval rather than a denial, the owner host, the shortest pause;
+   approval rather than a denial, the owner host, the shortest pause, a service fault
+   earlier in `contract.services.SERVICE_FAULTS` (a 500 before the work is the simplest
+   story) and once rather than several times;
 3. the run seed 0.
 
 `fails(schedule)` runs the candidate and says whether it still fails the invariant that
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from contract.services import FAULT_NAMES
 from harness.schedules.model import Schedule, Step
 
 # Enough passes for every story seen so far (each pass that changes something makes the
@@ -132,8 +135,17 @@ def _simpler(steps: list[Step], i: int) -> Iterator[Step]:
     if params.get("host") not in (None, "owner"):
         yield _set(step, "host", "owner")
     duration = params.get("duration")
-    if step.action in ("gc-pause", "arm") and isinstance(duration, float) and duration > 30:
+    if (step.action in ("gc-pause", "arm", "network") and isinstance(duration, float)
+            and duration > 30):
         yield _set(step, "duration", 30.0)
+    if step.action == "service-fault":
+        fault = params.get("fault")
+        if fault in FAULT_NAMES:
+            for simpler in FAULT_NAMES[:FAULT_NAMES.index(fault)]:
+                yield _set(step, "fault", simpler)
+    times = params.get("times")
+    if isinstance(times, int) and times > 1:
+        yield _set(step, "times", 1)
 
 
 def _set(step: Step, key: str, value: Any) -> Step:

@@ -25,6 +25,9 @@ MODULES: tuple[str, ...] = (
     "background_never_expires",
     "drained_at_face_value",
     "keyless_model_call",
+    "rerun_ignores_end",
+    "answer_dropped",
+    "result_filed_under_next_turn",
 )
 
 

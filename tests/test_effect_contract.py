@@ -1,0 +1,303 @@
+"""The effect contract's rules, each on small hand-made histories: authorization
+(`effect-authorized`), attribution (a rule of `turn-outcome`) and the fate of every answer
+(`answer-fate`). Each rule gets a history it must pass and the bug it must catch, with a
+witness a person can read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers import AnswerFate, CheckConfig, EffectAuthorized, Result, TurnOutcome
+from harness.history import History, Record
+
+CONFIG = CheckConfig()  # max_wait 8 days, tolerance 60 s, liveness 1 h
+MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
+TC = "s1.turn1.t1"
+
+
+def ob(h: History, kind: str, t: float, event_id: str, data: dict[str, Any] | None = None,
+       **fields: Any) -> Record:
+    return h.add(kind, "event", time=t, data={"event_id": event_id, **(data or {})}, **fields)
+
+
+def card(h: History, t: float = 0.0, turn: str = "s1.turn1", tc: str = TC) -> Record:
+    return ob(h, "tool.awaiting", t, f"aw:{tc}", {"tool": "send_email"}, session="s1",
+              turn=turn, tool_call=tc)
+
+
+def answer(h: History, t: float, decision: str = "approve", tc: str = TC) -> Record:
+    h.add("op.answer", "invoke", time=t, session="s1", turn="s1.turn1", tool_call=tc,
+          data={"decision": decision})
+    return h.add("op.answer", "ok", time=t, session="s1", turn="s1.turn1", tool_call=tc)
+
+
+def result(h: History, t: float, outcome: str, tc: str = TC, turn: str = "s1.turn1",
+           run: int = 1) -> Record:
+    return ob(h, "tool.result", t, f"tool.result:{tc}#{run}:{outcome}", {"outcome": outcome},
+              session="s1", turn=turn, tool_call=tc)
+
+
+def email(h: History, t: float, tc: str = TC) -> Record:
+    return h.add("effect.delivered", time=t, key=f"email:{tc}", tool_call=tc,
+                 data={"effect": "email", "logical": tc})
+
+
+def refused(h: History, t: float, reason: str, decision: str = "approve",
+            n: int = 1) -> Record:
+    return ob(h, "answer.refused", t, f"answer.refused:{TC}#{n}",
+              {"reason": reason, "decision": decision}, session="s1", turn="s1.turn1",
+              tool_call=TC)
+
+
+def failing(r: Result) -> str:
+    assert r.valid is False, r
+    return r.witness(limit=20)
+
+
+def passing(r: Result) -> None:
+    assert r.valid is True, r.witness(limit=20)
+
+
+# ---------------------------------------------------------------- effect-authorized
+
+
+def test_an_approved_effect_that_is_the_calls_outcome_passes() -> None:
+    h = History()
+    card(h)
+    answer(h, HOUR)
+    email(h, HOUR + 1)
+    result(h, HOUR + 1, "answered")
+    email(h, HOUR + 2)  # a retry of the same send, deduplicated or not: still authorized
+    h.add("run.end", time=DAY)
+    r = EffectAuthorized().check(h, CONFIG)
+    passing(r)
+    assert r.reached and r.stats["judged_calls"] == 1
+
+
+def test_an_effect_after_the_person_denied_it_is_a_violation() -> None:
+    h = History()
+    card(h)
+    answer(h, HOUR, "deny")
+    result(h, HOUR, "denied")
+    answer(h, 2 * HOUR)  # a late approve that should have been refused
+    email(h, 2 * HOUR + 1)
+    h.add("run.end", time=DAY)
+    witness = failing(EffectAuthorized().check(h, CONFIG))
+    assert f"send_email of {TC} was delivered at t=2.0h after the person denied it" in witness
+
+
+def test_an_effect_after_a_new_message_ended_the_call_is_a_violation() -> None:
+    """The race of scenario 22 as the unfixed reference ran it: the new message's result
+    commits, then the approved re-run sends."""
+    h = History()
+    card(h)
+    answer(h, 33 * MIN)
+    result(h, 33 * MIN, "ended_by_message")
+    email(h, 34 * MIN)
+    h.add("run.end", time=DAY)
+    witness = failing(EffectAuthorized().check(h, CONFIG))
+    assert "after a new message ended its turn" in witness
+
+
+def test_an_effect_before_any_approve_is_a_violation() -> None:
+    h = History()
+    card(h)
+    email(h, MIN)
+    answer(h, HOUR)
+    result(h, HOUR, "answered")
+    h.add("run.end", time=DAY)
+    witness = failing(EffectAuthorized().check(h, CONFIG))
+    assert "was delivered at t=60s before the person approved it" in witness
+    assert "the approve came later, at t=60.0m" in witness
+
+
+def test_an_effect_whose_call_then_ends_otherwise_without_a_hold_is_a_violation() -> None:
+    h = History()
+    card(h)
+    answer(h, HOUR)
+    email(h, HOUR + 1)
+    result(h, HOUR + 2, "ended_by_message")
+    h.add("run.end", time=DAY)
+    witness = failing(EffectAuthorized().check(h, CONFIG))
+    assert "but the call's final outcome is ended_by_message" in witness
+    assert "no hold between" in witness
+
+
+def test_an_effect_of_unknown_outcome_held_then_expired_passes() -> None:
+    """Conservative recovery: the email went out, the runtime could not know, held the turn
+    and asked; nobody confirmed, so the call expired. Honest, not a violation."""
+    h = History()
+    card(h)
+    answer(h, HOUR)
+    email(h, HOUR + 1)
+    ob(h, "turn.held", HOUR + 5, f"turn.held:{TC}#1", session="s1", turn="s1.turn1",
+       tool_call=TC)
+    result(h, 9 * DAY, "expired", run=2)
+    h.add("run.end", time=10 * DAY)
+    passing(EffectAuthorized().check(h, CONFIG))
+
+
+def intent(h: History, t: float, run: int = 1, tc: str = TC) -> Record:
+    return ob(h, "tool.intent", t, f"tool.intent:{tc}#{run}", {"tool": "send_email"},
+              session="s1", turn="s1.turn1", tool_call=tc, key=f"email:{tc}")
+
+
+def test_a_request_in_flight_that_lands_after_the_hold_is_covered_by_it() -> None:
+    """The host was paused with the request in flight; the new owner held the turn for the
+    intent, and only then did the request land. The hold asked about exactly that effect."""
+    h = History()
+    card(h)
+    answer(h, HOUR)
+    intent(h, HOUR + 1)
+    ob(h, "turn.held", HOUR + 5, f"turn.held:{TC}#1", session="s1", turn="s1.turn1",
+       tool_call=TC)
+    email(h, HOUR + 30)
+    result(h, 9 * DAY, "expired", run=2)
+    h.add("run.end", time=10 * DAY)
+    passing(EffectAuthorized().check(h, CONFIG))
+
+
+def test_an_effect_sent_by_a_run_after_the_hold_without_confirmation_is_a_violation() -> None:
+    """A hold covers the run it asked about, not a later run that sends anyway."""
+    h = History()
+    card(h)
+    answer(h, HOUR)
+    intent(h, HOUR + 1)
+    ob(h, "turn.held", HOUR + 5, f"turn.held:{TC}#1", session="s1", turn="s1.turn1",
+       tool_call=TC)
+    intent(h, HOUR + 10, run=2)
+    email(h, HOUR + 11)
+    result(h, 9 * DAY, "expired", run=2)
+    h.add("run.end", time=10 * DAY)
+    witness = failing(EffectAuthorized().check(h, CONFIG))
+    assert "no hold between" in witness
+
+
+def test_a_tool_without_approval_held_after_its_effect_is_judged_from_its_card() -> None:
+    """Found by the default run (seed 0): `notify` needs no approval, sent its email, crashed
+    and was held; its first card asks to confirm, and nobody did. The email before that card
+    needed no answer."""
+    h = History()
+    email(h, 2.5)
+    ob(h, "turn.held", 3.5, f"turn.held:{TC}#1", session="s1", turn="s1.turn1", tool_call=TC)
+    result(h, 3.5, "held")
+    ob(h, "tool.awaiting", 3.5, f"aw:{TC}#2", {"tool": "notify", "mode": "confirm"},
+       session="s1", turn="s1.turn1", tool_call=TC)
+    result(h, 8 * DAY, "expired", run=2)
+    h.add("run.end", time=9 * DAY)
+    passing(EffectAuthorized().check(h, CONFIG))
+    email(h, 8 * DAY + 1)  # after the expiry of the confirmation: not authorized
+    assert "after the call expired" in failing(EffectAuthorized().check(h, CONFIG))
+
+
+def test_effects_of_calls_no_person_was_asked_about_are_not_judged() -> None:
+    h = History()
+    email(h, MIN, tc="s1.turn1.t2")  # a tool without approval (notify)
+    h.add("effect.delivered", time=MIN, key="model:s1.turn1:0", session="s1",
+          turn="s1.turn1", data={"effect": "model", "logical": "s1.turn1:0"})
+    h.add("run.end", time=DAY)
+    r = EffectAuthorized().check(h, CONFIG)
+    passing(r)
+    assert not r.reached
+
+
+# ---------------------------------------------------------------- attribution (turn-outcome)
+
+
+def test_a_result_filed_under_its_own_turn_passes() -> None:
+    h = History()
+    card(h)
+    result(h, HOUR, "ended_by_message")
+    ob(h, "threadlog.appended", HOUR, "app:3", {"entry": f"result:{TC}:ended_by_message",
+                                                "entry_kind": "tool_result", "seq": 3},
+       session="s1", turn="s1.turn1", tool_call=TC, epoch=2)
+    h.add("run.end", time=DAY)
+    r = TurnOutcome().check(h, CONFIG)
+    passing(r)
+    assert r.stats["misfiled"] == 0
+
+
+def test_a_result_filed_under_the_next_turn_is_a_violation() -> None:
+    h = History()
+    card(h)
+    ob(h, "threadlog.appended", HOUR, "app:3", {"entry": f"result:{TC}:ended_by_message",
+                                                "entry_kind": "tool_result", "seq": 3},
+       session="s1", turn="s1.turn2", tool_call=TC, epoch=2)
+    result(h, HOUR, "ended_by_message", turn="s1.turn2")
+    h.add("run.end", time=DAY)
+    witness = failing(TurnOutcome().check(h, CONFIG))
+    assert (f"the thread log filed the ended_by_message result of {TC} under turn s1.turn2 "
+            "of session s1, not its own turn s1.turn1 of session s1") in witness
+
+
+def test_a_result_reported_under_another_session_is_a_violation() -> None:
+    h = History()
+    card(h)
+    ob(h, "tool.result", HOUR, "r", {"outcome": "denied"}, session="s2", turn="s1.turn1",
+       tool_call=TC)
+    h.add("run.end", time=DAY)
+    witness = failing(TurnOutcome().check(h, CONFIG))
+    assert "the runtime reported the denied result" in witness and "of session s2" in witness
+
+
+# ---------------------------------------------------------------- answer-fate
+
+
+def test_every_answer_applied_or_refused_passes() -> None:
+    h = History()
+    card(h)
+    answer(h, HOUR)
+    answer(h, HOUR, "deny")  # a second click, after the approve won
+    result(h, HOUR + 1, "answered")
+    refused(h, HOUR + 1, "already_decided", "deny")
+    result(h, HOUR + 1, "answered")  # the same result, observed twice
+    h.add("run.end", time=DAY)
+    r = AnswerFate().check(h, CONFIG)
+    passing(r)
+    assert r.stats["answers"] == 2
+
+
+def test_a_deny_dropped_after_an_approve_won_is_a_violation() -> None:
+    h = History()
+    card(h)
+    answer(h, HOUR)
+    answer(h, HOUR + 1, "deny")
+    result(h, HOUR + 1, "answered")
+    h.add("run.end", time=DAY)
+    witness = failing(AnswerFate().check(h, CONFIG))
+    assert (f"the deny of {TC} accepted at t=60.0m was silently dropped: neither applied nor "
+            "refused with a reason; the call ended answered at t=60.0m") in witness
+
+
+def test_an_approve_dropped_after_the_call_expired_is_a_violation() -> None:
+    h = History()
+    card(h)
+    result(h, 8 * DAY, "expired")
+    answer(h, 8 * DAY + HOUR)
+    h.add("run.end", time=9 * DAY)
+    witness = failing(AnswerFate().check(h, CONFIG))
+    assert "the approve of" in witness and "the call ended expired" in witness
+    # Refused with its reason: the person is told, and that is its fate.
+    refused(h, 8 * DAY + HOUR, "expired")
+    passing(AnswerFate().check(h, CONFIG))
+
+
+def test_a_hold_and_a_rejection_are_an_approves_fate() -> None:
+    h = History()
+    card(h)
+    answer(h, HOUR)
+    result(h, HOUR, "held")
+    answer(h, 2 * HOUR)
+    result(h, 2 * HOUR, "rejected_access", run=2)
+    h.add("run.end", time=DAY)
+    passing(AnswerFate().check(h, CONFIG))
+
+
+def test_an_answer_too_recent_to_judge_is_not_a_violation() -> None:
+    h = History()
+    card(h)
+    answer(h, HOUR)
+    h.add("run.end", time=HOUR + 10 * MIN)
+    r = AnswerFate().check(h, CONFIG)
+    passing(r)
+    assert r.stats["unjudged"] == 1
