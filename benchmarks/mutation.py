@@ -103,7 +103,7 @@ def prepare(
     modules: tuple[str, ...], timeout: float, session: Path | None = None
 ) -> tuple[Path, Path, Path]:
     files = tracked_files()
-    session_dir = session or SCRATCH / fingerprint(files)
+    session_dir = session.resolve() if session else SCRATCH / fingerprint(files)
     tree = session_dir / "tree"
     config = session_dir / "cosmic-ray.toml"
     db = session_dir / "session.sqlite"
