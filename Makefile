@@ -83,6 +83,19 @@ run: install-run
 bench: install tools
 	$(BIN)/python benchmarks/run_all.py
 
+# Not in CI (hours): the reference against a million generated schedules, in resumable chunks
+# of 10,000 (benchmarks/soak.py; `SOAK_ARGS=--status` prints the figures so far).
+.PHONY: soak mutate
+soak: install
+	$(BIN)/python benchmarks/soak.py $(SOAK_ARGS)
+
+# Not in CI (about an hour): cosmic-ray over the reference's simulator-run modules, the default
+# chaos budget as the oracle; score and survivors in benchmarks/mutation-latest.json, triage in
+# benchmarks/mutation-triage.toml. Resumable: the session lives in .scratch/mutation/.
+mutate: install
+	$(BIN)/pip install -q -e '.[mutate]'
+	$(BIN)/python benchmarks/mutation.py $(MUTATE_ARGS)
+
 # -- containers (`--components containers`) -----------------------------------------------------
 # A Docker engine of the project's own: Debian's docker.io, started by hand with its data root,
 # exec root, socket and pid file under .scratch/docker, no bridge and no iptables (every

@@ -1,0 +1,308 @@
+"""Mutation testing of the reference implementation, with the default chaos budget as the oracle.
+
+    python benchmarks/mutation.py                  # every mutant, resumable; `make mutate`
+    python benchmarks/mutation.py --limit 50       # a sample, to try the set-up
+    python benchmarks/mutation.py --report-only    # the score of the last session
+
+The tool is cosmic-ray (maintained, runs any command as the oracle, one mutant at a time on
+files). It mutates a copy of the working tree, never the checkout: a killed `make mutate` must
+not leave a mutated `reference_impl/` behind. The oracle is exactly what a user runs, `durable-chaos
+run` on the simulator with the scenario files and 100 generated schedules: a mutant is killed
+when that command exits non-zero (1: an invariant violated, 3: a run could not be judged, 2: the
+runtime could not even open), and survives when every run was judged and held.
+
+Why cosmic-ray rather than mutmut: mutmut 3 switches mutants inside one interpreter through
+trampolines and selects tests by coverage; our oracle is one command over the whole reference
+(the simulator runs every handler), so that selection buys nothing, while trampolines change the
+handler functions the simulator inspects. cosmic-ray edits a file and runs a command, nothing
+more.
+
+The modules mutated are the ones the simulator runs. The bindings and stores of the real
+engines (`restate_binding.py`, `threadlog_pg.py`, `temporal/`, `dbos/`, the worker entry
+points) are judged by the real-engine suites, not by this oracle.
+
+Operators: Offutt's sufficient set (relational, logical connector, unary insertion, arithmetic,
+constants) plus decorator removal, zero-iteration loops and exception replacement. Left out:
+every replacement *to* a bitwise operator and every mutation *of* `|` (in this code `|` only
+appears in annotations, which `from __future__ import annotations` never evaluates: each such
+mutant is equivalent), and the many-for-one expansions of one site (Eq -> Lt, LtE, Gt, GtE,
+...), of which one representative per site is kept.
+
+Survivors are triaged in `benchmarks/mutation-triage.toml`: each is either `equivalent` (with
+why) or a gap (the checker or generator change that closed it). The score counts equivalent
+mutants out: killed / (mutants - equivalent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULES = (
+    "reference_impl/controller.py",
+    "reference_impl/effects.py",
+    "reference_impl/executor.py",
+    "reference_impl/pending.py",
+    "reference_impl/threadlog.py",
+    "reference_impl/turn.py",
+)
+# Regular expressions over cosmic-ray's operator names (matched from the start).
+EXCLUDE_OPERATORS = (
+    r"core/ReplaceBinaryOperator_.*_(BitOr|BitAnd|BitXor|LShift|RShift|Pow|Mod|FloorDiv)$",
+    r"core/ReplaceBinaryOperator_BitOr_",
+    r"core/ReplaceBinaryOperator_Add_(Mul|Div)$",
+    r"core/ReplaceBinaryOperator_Sub_(Mul|Div)$",
+    r"core/ReplaceBinaryOperator_Mul_(Add|Sub)$",
+    r"core/ReplaceBinaryOperator_Div_(Add|Sub)$",
+    r"core/ReplaceComparisonOperator_Eq_(Lt|LtE|Gt|GtE|Is|IsNot)$",
+    r"core/ReplaceComparisonOperator_NotEq_(Lt|LtE|Gt|GtE|Is|IsNot)$",
+    r"core/ReplaceComparisonOperator_Is_(Eq|NotEq|Lt|LtE|Gt|GtE)$",
+    r"core/ReplaceComparisonOperator_IsNot_(Eq|NotEq|Lt|LtE|Gt|GtE)$",
+    r"core/ReplaceComparisonOperator_(Lt|LtE|Gt|GtE)_(Eq|NotEq|Is|IsNot)$",
+    r"core/ReplaceComparisonOperator_(In|NotIn)_(Eq|NotEq|Lt|LtE|Gt|GtE|Is|IsNot)$",
+)
+SCRATCH = ROOT / ".scratch" / "mutation"
+TRIAGE = ROOT / "benchmarks" / "mutation-triage.toml"
+LATEST = ROOT / "benchmarks" / "mutation-latest.json"
+
+
+def tracked_files() -> list[str]:
+    out = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True
+    ).stdout.decode()
+    return [p for p in out.split("\0") if p and (ROOT / p).is_file()]
+
+
+# What the oracle runs: a session is resumed only while these are unchanged.
+JUDGED = ("contract/", "harness/", "reference_impl/", "scenarios/")
+
+
+def fingerprint(files: list[str]) -> str:
+    """A session is resumed only over the same code: the hash of what the oracle runs."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in files if p.startswith(JUDGED)):
+        digest.update(path.encode())
+        digest.update((ROOT / path).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def prepare(
+    modules: tuple[str, ...], timeout: float, session: Path | None = None
+) -> tuple[Path, Path, Path]:
+    files = tracked_files()
+    session_dir = session.resolve() if session else SCRATCH / fingerprint(files)
+    tree = session_dir / "tree"
+    config = session_dir / "cosmic-ray.toml"
+    db = session_dir / "session.sqlite"
+    if db.exists():
+        return tree, config, db
+    if tree.exists():
+        shutil.rmtree(tree)
+    for path in files:
+        target = tree / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / path, target)
+    # `python -m` puts the copy first on sys.path, ahead of the editable install of the checkout.
+    oracle = (
+        f"{sys.executable} -m harness.cli run --quiet --report-dir {session_dir / 'oracle'}"
+    )
+    lines = [
+        "[cosmic-ray]",
+        f"module-path = {json.dumps(list(modules))}",
+        f"timeout = {timeout}",
+        "excluded-modules = []",
+        f"test-command = {json.dumps(oracle)}",
+        "",
+        "[cosmic-ray.distributor]",
+        'name = "local"',
+        "",
+        "[cosmic-ray.filters.operators-filter]",
+        f"exclude-operators = {json.dumps(list(EXCLUDE_OPERATORS))}",
+        "",
+    ]
+    config.write_text("\n".join(lines))
+    tool = Path(sys.executable).parent
+    subprocess.run([tool / "cosmic-ray", "init", config, db], cwd=tree, check=True)
+    subprocess.run([tool / "cr-filter-operators", db, config], cwd=tree, check=True)
+    baseline = subprocess.run(
+        [tool / "cosmic-ray", "baseline", config], cwd=tree, capture_output=True, text=True
+    )
+    if baseline.returncode != 0:
+        db.unlink()
+        sys.exit(
+            "mutation: the oracle fails on the unmutated code; fix that first "
+            f"(`durable-chaos run` in {tree}):\n{baseline.stdout}{baseline.stderr}"
+        )
+    return tree, config, db
+
+
+def counts(db: Path) -> tuple[int, int]:
+    with sqlite3.connect(db) as conn:
+        total = conn.execute("select count(*) from work_items").fetchone()[0]
+        done = conn.execute("select count(*) from work_results").fetchone()[0]
+    return done, total
+
+
+def limit_work(db: Path, limit: int) -> None:
+    """Keep `limit` pending mutants, spread over the modules, and mark the rest skipped."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    with use_db(str(db), WorkDB.Mode.open) as work_db:
+        pending = sorted(
+            work_db.pending_work_items,
+            key=lambda i: (str(i.mutations[0].module_path), i.mutations[0].start_pos),
+        )
+        step = max(1, len(pending) // max(1, limit))
+        keep = {item.job_id for item in pending[::step][:limit]}
+        for item in pending:
+            if item.job_id not in keep:
+                work_db.set_result(
+                    item.job_id,
+                    WorkResult(output="left out by --limit", worker_outcome=WorkerOutcome.SKIPPED),
+                )
+
+
+def execute(tree: Path, config: Path, db: Path) -> None:
+    tool = Path(sys.executable).parent
+    stop = threading.Event()
+
+    def progress() -> None:
+        started = time.monotonic()
+        while not stop.wait(30):
+            done, total = counts(db)
+            print(f"mutation: {done}/{total} ({time.monotonic() - started:.0f} s)", flush=True)
+
+    watcher = threading.Thread(target=progress, daemon=True)
+    watcher.start()
+    try:
+        subprocess.run([tool / "cosmic-ray", "exec", config, db], cwd=tree, check=True)
+    finally:
+        stop.set()
+
+
+def results(tree: Path, db: Path) -> list[dict[str, Any]]:
+    tool = Path(sys.executable).parent
+    dump = subprocess.run(
+        [tool / "cosmic-ray", "dump", db], cwd=tree, check=True, capture_output=True, text=True
+    ).stdout
+    rows = []
+    for line in dump.splitlines():
+        item, result = json.loads(line)
+        if result is None:
+            continue
+        mutation = item["mutations"][0]
+        module = mutation["module_path"]
+        row = mutation["start_pos"][0]
+        source = (tree / module).read_text().splitlines()[row - 1].strip()
+        rows.append(
+            {
+                "module": module,
+                "line": row,
+                "operator": mutation["operator_name"],
+                "occurrence": mutation["occurrence"],
+                "definition": mutation.get("definition_name"),
+                "source": source,
+                "worker_outcome": result["worker_outcome"],
+                "test_outcome": result["test_outcome"],
+                "diff": result.get("diff") or "",
+            }
+        )
+    return rows
+
+
+def triage() -> dict[tuple[str, str, str], dict[str, str]]:
+    """Triaged survivors keyed by (module, operator, source line): stable across line shifts."""
+    if not TRIAGE.exists():
+        return {}
+    data = tomllib.loads(TRIAGE.read_text())
+    return {
+        (e["module"], e["operator"], e["source"]): e for e in data.get("mutant", [])
+    }
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    known = triage()
+    judged = [r for r in rows if r["worker_outcome"] in ("normal", "exception")]
+    killed = [r for r in judged if r["test_outcome"] == "killed"]
+    incompetent = [r for r in judged if r["test_outcome"] == "incompetent"]
+    survived = [r for r in judged if r["test_outcome"] == "survived"]
+    equivalent, gaps, untriaged = [], [], []
+    for r in survived:
+        entry = known.get((r["module"], r["operator"], r["source"]))
+        if entry is None:
+            untriaged.append(r)
+        elif entry.get("verdict") == "equivalent":
+            equivalent.append(r | {"why": entry.get("why", "")})
+        else:
+            gaps.append(r | {"why": entry.get("why", "")})
+    # An incompetent mutant (the oracle timed out or could not start) is a detection: the
+    # harness refused to call the mutated code good.
+    detected = len(killed) + len(incompetent)
+    denominator = len(judged) - len(equivalent)
+    return {
+        "mutants": len(rows),
+        "judged": len(judged),
+        "skipped": len(rows) - len(judged),
+        "killed": len(killed),
+        "incompetent": len(incompetent),
+        "survived": len(survived),
+        "equivalent": len(equivalent),
+        "score": detected / denominator if denominator else None,
+        "by_module": dict(Counter(r["module"] for r in survived)),
+        "survivors": [
+            {k: r[k] for k in ("module", "line", "operator", "source")}
+            | {"triage": "equivalent" if r in equivalent else ("gap" if r in gaps else "untriaged")}
+            for r in survived
+        ],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modules", nargs="+", default=list(MODULES))
+    parser.add_argument("--limit", type=int, default=0, help="run only N mutants (a sample)")
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds per mutant")
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--session", type=Path, help="a session directory under .scratch/mutation")
+    args = parser.parse_args()
+    if shutil.which("cosmic-ray", path=str(Path(sys.executable).parent)) is None:
+        print("mutation: cosmic-ray is missing; `make mutate` installs it (extra 'mutate')",
+              file=sys.stderr)
+        return 2
+    tree, config, db = prepare(tuple(args.modules), args.timeout, args.session)
+    if not args.report_only:
+        if args.limit:
+            limit_work(db, args.limit)
+        execute(tree, config, db)
+    summary = summarize(results(tree, db))
+    LATEST.write_text(json.dumps(summary, indent=1) + "\n")
+    score = summary["score"]
+    print(
+        f"mutation: {summary['judged']} mutants judged, {summary['killed']} killed, "
+        f"{summary['incompetent']} incompetent, {summary['survived']} survived "
+        f"({summary['equivalent']} equivalent); score "
+        + ("n/a" if score is None else f"{score:.1%}")
+        + f" (details: {LATEST.relative_to(ROOT)})"
+    )
+    for s in summary["survivors"]:
+        print(f"  {s['triage']:>10}  {s['module']}:{s['line']}  {s['operator']}  {s['source']}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    raise SystemExit(main())
