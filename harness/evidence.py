@@ -34,7 +34,7 @@ from harness.errors import OutputUnwritable, UsageError
 
 __all__ = [
     "LOCK_NAME", "SCRATCH_PREFIX", "ReportLock", "atomic_write_text", "claim_run_dir",
-    "make_scratch", "signals_deferred", "slug", "sweep_scratch",
+    "make_scratch", "pid_alive", "signals_deferred", "slug", "sweep_scratch",
 ]
 
 LOCK_NAME = ".durable-chaos.lock"
@@ -179,14 +179,23 @@ def make_scratch() -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` still runs: what every sweep of a dead owner's leftovers asks.
+
+    A zombie counts as gone: a worker killed with its parent stays a zombie until something
+    reaps it (an init that reaps late, seconds here), and its leftovers are already
+    unowned. Another user's process counts as alive (not ours to judge)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): os.kill said it exists
 
 
 def sweep_scratch(root: Path | None = None) -> int:
@@ -203,7 +212,7 @@ def sweep_scratch(root: Path | None = None) -> int:
         owner, _, _ = rest.partition("-")
         try:
             if owner.isdigit():
-                stale = not _alive(int(owner))
+                stale = not pid_alive(int(owner))
             else:
                 stale = time.time() - entry.stat().st_mtime > 3600
             if stale and entry.is_dir() and not entry.is_symlink():

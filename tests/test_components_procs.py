@@ -224,3 +224,23 @@ def test_stop_all_stops_live_groups(tmp_path: Path) -> None:
     stop_all(timeout=2)
     assert not any(g.alive for g in groups)
     assert not any(g in live_groups() for g in groups)
+
+
+def test_a_zombie_owner_counts_as_gone_for_the_sweeps() -> None:
+    """A worker killed with its parent is a zombie until something reaps it; the next run's
+    sweeps must take its leftovers then, not after the reaping (seconds here)."""
+    from harness.evidence import pid_alive
+
+    child = subprocess.Popen([PY, "-c", "pass"])
+    try:
+        assert pid_alive(os.getpid())
+
+        def exited_unreaped() -> bool | None:
+            with open(f"/proc/{child.pid}/stat", encoding="ascii") as handle:
+                return True if handle.read().rsplit(")", 1)[1].split()[0] == "Z" else None
+
+        wait_until(exited_unreaped, timeout=10, what="the child to exit", interval=0.01)
+        assert not pid_alive(child.pid)
+    finally:
+        child.wait()
+    assert not pid_alive(child.pid)

@@ -239,27 +239,52 @@ def test_scenarios_real_give_the_same_verdicts_as_processes(client: object, tmp_
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", "--adapter", adapter, "--components",
          "containers", "--scenarios", str(REAL), "--schedules", "0", "--report-dir",
-         str(tmp_path / "c"), "--quiet"], cwd=ROOT, stdout=subprocess.PIPE,
+         str(tmp_path / "c"), "--quiet"], cwd=ROOT, stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT, text=True)
-    output, _ = proc.communicate(timeout=900)
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, output, "")
+    owners: set[int] = set()
+
+    def ended() -> int | None:
+        owners.update(_family(proc.pid))
+        return proc.poll()
+
+    wait_until(ended, timeout=900, what="the container run", interval=0.2)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, "", "")
     verdicts = _verdicts(tmp_path / "c")
     failed = sorted(k for k, v in verdicts.items() if v == "fail")
     assert len({k.split("::")[1] for k in verdicts}) == len(list(REAL.glob("*.toml")))
     if adapter == "reference-restate":
-        assert done.returncode == 0 and failed == [], done.stdout + done.stderr
+        assert done.returncode == 0 and failed == [], verdicts
     else:
-        assert done.returncode == 1, done.stdout + done.stderr
+        assert done.returncode == 1, verdicts
         assert failed and all(k.endswith("::pinning-bound") for k in failed), failed
-    assert _leftovers(client, proc.pid) == []
+    assert _leftovers(client, owners) == []
 
 
-def _leftovers(client: object, owner_pid: int | None = None) -> list[str]:
+def _family(pid: int) -> set[int]:
+    """`pid` and its descendants, from /proc: the command starts its components in a
+    supervised worker process, which owns (labels) them."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent[int(entry.name)] = int(stat[stat.rfind(")") + 2:].split()[1])
+    family, frontier = {pid}, {pid}
+    while frontier:
+        frontier = {child for child, ppid in parent.items() if ppid in frontier} - family
+        family |= frontier
+    return family
+
+
+def _leftovers(client: object, owners: set[int] | None = None) -> list[str]:
+    """Names of the harness's containers, of the processes `owners` only if given."""
     from harness.components.containers import LABEL_OWNER
 
     found = client.containers.list(all=True, filters={"label": LABEL_OWNER})  # type: ignore[attr-defined]
     return [c.name for c in found
-            if owner_pid is None or c.labels[LABEL_OWNER].endswith(f".{owner_pid}")]
+            if owners is None or int(c.labels[LABEL_OWNER].rpartition(".")[2]) in owners]
 
 
 def _start_harness(tmp_path: Path) -> subprocess.Popen[bytes]:
@@ -271,20 +296,26 @@ def _start_harness(tmp_path: Path) -> subprocess.Popen[bytes]:
         start_new_session=True)
 
 
-def _wait_workers(client: object, proc: subprocess.Popen[bytes]) -> None:
+def _wait_workers(client: object, proc: subprocess.Popen[bytes]) -> set[int]:
+    """Until two worker containers run; the pids of the processes that own them."""
+    owners: set[int] = set()
+
     def started() -> bool | None:
         assert proc.poll() is None, "the harness exited before its workers ran"
-        names = _leftovers(client, proc.pid)
+        owners.update(_family(proc.pid))
+        names = _leftovers(client, owners)
         return True if sum("worker" in n for n in names) >= 2 else None
 
     wait_until(started, timeout=120, what="the harness's worker containers", interval=0.2)
+    return owners
 
 
 @pytest.mark.real
 def test_nothing_left_after_ctrl_c(client: object, tmp_path: Path) -> None:
     proc = _start_harness(tmp_path)
+    owners: set[int] = set()
     try:
-        _wait_workers(client, proc)
+        owners = _wait_workers(client, proc)
         os.killpg(proc.pid, signal.SIGINT)
         # Interrupted, it writes the report of what ran so far and exits.
         assert proc.wait(timeout=120) in (0, 1, 130)
@@ -293,19 +324,20 @@ def test_nothing_left_after_ctrl_c(client: object, tmp_path: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert _leftovers(client, proc.pid) == []
+    assert owners and _leftovers(client, owners) == []
 
 
 @pytest.mark.real
 def test_nothing_left_after_kill_9_and_the_next_run(client: object, tmp_path: Path) -> None:
     proc = _start_harness(tmp_path)
+    owners: set[int] = set()
     try:
-        _wait_workers(client, proc)
+        owners = _wait_workers(client, proc)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     # Nothing of the harness ran its cleanup: its containers are still there ...
-    assert _leftovers(client, proc.pid)
+    assert _leftovers(client, owners)
     # ... until the next run that uses the engine sweeps them (here a simulator run, which
     # still checks the engine because --components containers was asked for).
     started = time.monotonic()
@@ -313,4 +345,4 @@ def test_nothing_left_after_kill_9_and_the_next_run(client: object, tmp_path: Pa
                 str(ROOT / "scenarios" / "01-answered-in-2-minutes.toml"), "--schedules", "0",
                 "--report-dir", str(tmp_path / "next"), "--quiet", timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _leftovers(client, proc.pid) == [], f"after {time.monotonic() - started:.1f}s"
+    assert _leftovers(client, owners) == [], f"after {time.monotonic() - started:.1f}s"

@@ -50,6 +50,7 @@ from harness.components.restate import RestateServer
 from harness.components.toxiproxy import ToxiproxyServer
 from harness.components.workers import SharedListener, WorkerProcess
 from harness.errors import ConfigError
+from harness.evidence import pid_alive
 
 if TYPE_CHECKING:
     import docker
@@ -152,14 +153,7 @@ def sweep(client: docker.DockerClient) -> int:
     for container in owned_containers(client):
         owner = container.labels.get(LABEL_OWNER, "")
         name, _, pid = owner.rpartition(".")
-        if name != host or not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-            continue
-        except ProcessLookupError:
-            pass
-        except PermissionError:
+        if name != host or not pid.isdigit() or int(pid) == os.getpid() or pid_alive(int(pid)):
             continue
         _remove(container)
         removed += 1
@@ -225,7 +219,13 @@ def _start(image: str, role: str, run: str, *, command: Sequence[str],
            name: str | None = None, **kwargs: Any) -> Any:
     """A started testcontainers `DockerContainer` with host networking and our labels."""
     docker_client()  # engine check, sweep and environment for testcontainers
+    from testcontainers.core.config import testcontainers_config
     from testcontainers.core.container import DockerContainer
+
+    # The reaper (Ryuk) is pulled from a registry; this module removes its own containers.
+    # Set on the configuration, not only in the environment: testcontainers reads the
+    # variable once, and a process that asked before `docker_client` set it keeps the reaper.
+    testcontainers_config.ryuk_disabled = True
 
     container = DockerContainer(image)
     container.with_command(list(command))

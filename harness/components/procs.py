@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 
+from harness.evidence import pid_alive
+
 __all__ = [
     "ProcessGroup",
     "group_members",
@@ -456,19 +458,14 @@ def scratch_dir(prefix: str) -> Path:
 
 
 def _sweep(root: Path) -> None:
+    import shutil
+
     for entry in root.glob(f"{_SCRATCH_MARK}*"):
         owner = entry.name[len(_SCRATCH_MARK):].split("-", 1)[0]
-        if not owner.isdigit() or int(owner) == os.getpid():
+        if not owner.isdigit() or int(owner) == os.getpid() or pid_alive(int(owner)):
             continue
-        try:
-            os.kill(int(owner), 0)
-        except ProcessLookupError:
-            import shutil
-
-            release_sysv_segments(entry)
-            shutil.rmtree(entry, ignore_errors=True)
-        except PermissionError:
-            continue
+        release_sysv_segments(entry)
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 def sweep_stale(root: Path, prefix: str) -> None:
@@ -478,14 +475,9 @@ def sweep_stale(root: Path, prefix: str) -> None:
 
     for entry in root.glob(f"{prefix}*"):
         owner = entry.name[len(prefix):].split("-", 1)[0]
-        if not owner.isdigit() or int(owner) == os.getpid():
+        if not owner.isdigit() or int(owner) == os.getpid() or pid_alive(int(owner)):
             continue
-        try:
-            os.kill(int(owner), 0)
-        except ProcessLookupError:
-            shutil.rmtree(entry, ignore_errors=True)
-        except PermissionError:
-            continue
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 _SYSV_SHM = Path("/proc/sysvipc/shm")
