@@ -385,6 +385,23 @@ class HistoryObserver:
                   tool_call=tool_call, epoch=None if epoch is None else int(epoch), key=key)
 
 
+def record_card(history: History, card: Card, seen: dict[str, str | None]) -> None:
+    """The records of a card's life, each once: `tool.awaiting` when it is first seen,
+    `tool.result` with its outcome when it is first seen closed. `seen` (tool call -> the
+    outcome recorded, None while open) is the caller's memory of what it recorded: an engine
+    observer and the simulator's card watcher both record cards this way."""
+    if card.tool_call not in seen:
+        seen[card.tool_call] = None
+        history.add("tool.awaiting", session=card.session, turn=card.turn,
+                    tool_call=card.tool_call,
+                    data={"event_id": f"{card.tool_call}.awaiting", "tool": card.tool})
+    if card.closed is not None and seen[card.tool_call] is None:
+        seen[card.tool_call] = card.closed
+        history.add("tool.result", session=card.session, turn=card.turn,
+                    tool_call=card.tool_call,
+                    data={"event_id": f"{card.tool_call}.result", "outcome": card.closed})
+
+
 class World:
     """The whole world of one run, with the endpoints handed to the runtime."""
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from harness.history import History
-from harness.world import Card, World
+from harness.world import Card, World, record_card
 
 __all__ = [
     "DeploymentState",
@@ -355,15 +355,4 @@ class EngineObserver(ABC):
             self._record_card(card)
 
     def _record_card(self, card: Card) -> None:
-        if card.tool_call not in self._cards:
-            self._cards[card.tool_call] = None
-            self.history.add("tool.awaiting", session=card.session, turn=card.turn,
-                             tool_call=card.tool_call,
-                             data={"event_id": f"{card.tool_call}.awaiting",
-                                   "tool": card.tool})
-        if card.closed is not None and self._cards[card.tool_call] is None:
-            self._cards[card.tool_call] = card.closed
-            self.history.add("tool.result", session=card.session, turn=card.turn,
-                             tool_call=card.tool_call,
-                             data={"event_id": f"{card.tool_call}.result",
-                                   "outcome": card.closed})
+        record_card(self.history, card, self._cards)

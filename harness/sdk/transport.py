@@ -28,7 +28,7 @@ import httpx
 
 from harness.history import History
 from harness.sim.engine import Simulator
-from harness.world import Card, World
+from harness.world import Card, World, record_card
 from harness.world_server import NO_ANSWER, WORLD_ROUTES, world_route
 
 __all__ = ["SIM_WORLD_URL", "CardWatcher", "routing_to", "world_transport"]
@@ -57,18 +57,7 @@ class CardWatcher:
     def __call__(self) -> None:
         cards: list[Card] = list(self.world.state.cards.values())
         for card in cards:
-            if card.tool_call not in self._seen:
-                self._seen[card.tool_call] = None
-                self.history.add("tool.awaiting", session=card.session, turn=card.turn,
-                                 tool_call=card.tool_call,
-                                 data={"event_id": f"{card.tool_call}.awaiting",
-                                       "tool": card.tool})
-            if card.closed is not None and self._seen[card.tool_call] is None:
-                self._seen[card.tool_call] = card.closed
-                self.history.add("tool.result", session=card.session, turn=card.turn,
-                                 tool_call=card.tool_call,
-                                 data={"event_id": f"{card.tool_call}.result",
-                                       "outcome": card.closed})
+            record_card(self.history, card, self._seen)
 
 
 def world_transport(world: World, sim: Simulator,
