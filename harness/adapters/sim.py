@@ -15,7 +15,7 @@ from contract.faultpoints import POINTS as FAULT_POINTS
 from contract.ports import Config, Ports
 from harness.adapters.base import WORLD_ENDPOINTS, RunContext
 from harness.checkers.base import CheckConfig
-from harness.errors import SimulationError, UsageError
+from harness.errors import SimulationError
 from harness.history import History
 from harness.sim import Simulator
 from harness.sim.engine import FaultAction
@@ -107,38 +107,13 @@ class SimRuntime:
         dep = self.sim.register(self._build(self._ports, version), hosts=self.ctx.hosts)
         return dep.id
 
-    def _select(self, selector: str) -> Host:
-        sim = self.sim
-        if selector in sim.hosts:
-            return sim.hosts[selector]
-        latest = sim.latest
-        if selector == "owner":
-            for record in reversed(self.history.records):
-                if record.kind == "threadlog.assigned" and record.host in sim.hosts:
-                    return sim.hosts[record.host]
-                if record.kind == "attempt.started" and record.host in sim.hosts:
-                    return sim.hosts[record.host]
-            return latest.hosts[0]
-        if selector == "any":
-            live = [h for h in latest.hosts if h.available] or latest.hosts
-            return sim.random.choice(live)
-        if selector.startswith("latest/"):
-            try:
-                return latest.hosts[int(selector.split("/", 1)[1]) - 1]
-            except (ValueError, IndexError):
-                pass
-        raise UsageError(
-            f"unknown host {selector!r}: use 'owner', 'any', 'latest/N' (N from 1 to "
-            f"{len(latest.hosts)}) or one of {sorted(sim.hosts)}"
-        )
-
     def pause_host(self, host: str, duration: float) -> str:
-        target = self._select(host)
+        target = self.sim.host(host)
         self.sim.pause_host(target.id, duration)
         return target.id
 
     def crash_host(self, host: str) -> str:
-        target = self._select(host)
+        target = self.sim.host(host)
         self.sim.crash_host(target.id)
         return target.id
 

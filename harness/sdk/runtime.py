@@ -155,12 +155,12 @@ class SdkSimRuntime:
         return self.sim.register(sdk_app(services, version), hosts=self.ctx.hosts).id
 
     def crash_host(self, host: str) -> str:
-        target = self._select(host)
+        target = self.sim.host(host)
         self.sim.crash_host(target.id)
         return target.id
 
     def pause_host(self, host: str, duration: float) -> str:
-        target = self._select(host)
+        target = self.sim.host(host)
         self.sim.pause_host(target.id, duration)
         return target.id
 
@@ -179,27 +179,6 @@ class SdkSimRuntime:
     def _fault_point(self, name: str, host: Host) -> FaultAction | None:
         armed = self._armed.get(name)
         return armed.pop(0) if armed else None
-
-    def _select(self, selector: str) -> Host:
-        sim = self.sim
-        if selector in sim.hosts:
-            return sim.hosts[selector]
-        latest = sim.latest
-        if selector == "owner":
-            for record in reversed(self.history.records):
-                if record.kind == "attempt.started" and record.host in sim.hosts:
-                    return sim.hosts[record.host]
-            return latest.hosts[0]
-        if selector == "any":
-            live = [h for h in latest.hosts if h.available] or latest.hosts
-            return sim.random.choice(live)
-        if selector.startswith("latest/"):
-            try:
-                return latest.hosts[int(selector.split("/", 1)[1]) - 1]
-            except (ValueError, IndexError):
-                pass
-        raise UsageError(f"unknown host {selector!r}: use 'owner', 'any', 'latest/N' or one "
-                         f"of {sorted(sim.hosts)}")
 
     @contextmanager
     def _deterministic_globals(self) -> Iterator[None]:

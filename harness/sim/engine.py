@@ -25,6 +25,7 @@ The same seed gives the same history, byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import random
@@ -37,7 +38,7 @@ from typing import Any, Literal
 from contract import faultpoints
 from contract.binding import App, DurableFuture, HandlerRef, TerminalError
 from harness.clock import VirtualClock, wall_clock_follows
-from harness.errors import JournalMismatch, SimulationError
+from harness.errors import JournalMismatch, SimulationError, UsageError
 from harness.history import History, Record, RecordType
 from harness.sim.model import Attempt, Deployment, Entry, Host, Invocation
 
@@ -160,6 +161,31 @@ class Simulator:
                 raise SimulationError("the simulator was closed: its run is over")
             raise SimulationError("no deployment registered: call register(app) first")
         return self.deployments[-1]
+
+    def host(self, selector: str) -> Host:
+        """The host a schedule step names: a host id, `owner` (the one that last took a
+        thread, else the one that last ran an attempt), `any` (a live host of the latest
+        deployment, drawn from the run's seed) or `latest/N`. A UsageError names the valid
+        ones otherwise. Every runtime on the simulator selects hosts here."""
+        if selector in self.hosts:
+            return self.hosts[selector]
+        latest = self.latest
+        if selector == "owner":
+            for record in reversed(self.history.records):
+                if (record.kind in ("threadlog.assigned", "attempt.started")
+                        and record.host in self.hosts):
+                    return self.hosts[record.host]
+            return latest.hosts[0]
+        if selector == "any":
+            live = [h for h in latest.hosts if h.available] or latest.hosts
+            return self.random.choice(live)
+        if selector.startswith("latest/"):
+            with contextlib.suppress(ValueError, IndexError):
+                return latest.hosts[int(selector.split("/", 1)[1]) - 1]
+        raise UsageError(
+            f"unknown host {selector!r}: use 'owner', 'any', 'latest/N' (N from 1 to "
+            f"{len(latest.hosts)}) or one of {sorted(self.hosts)}"
+        )
 
     def register(self, app: App, *, hosts: int = 1, name: str | None = None) -> Deployment:
         """Register a new deployment; new invocations are routed to it from now on."""
