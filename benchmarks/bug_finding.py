@@ -1,7 +1,7 @@
 """Bug finding: how fast the harness's exploration finds each planted bug.
 
 For every planted bug (`tests/planted/`, one variant of the reference implementation per
-invariant) and several seeds, `harness.runner.explore` runs generated schedules (the default
+invariant) and several seeds, `harness.exploration.explore` runs generated schedules (the default
 generator, `Size()`), filtered on the invariant the bug breaks, until it fails, then shrinks
 the failing schedule. Per bug and seed:
 
@@ -27,7 +27,7 @@ of `scenarios/` (in order, seed-independent), then 100 generated schedules of se
 default size. Per bug and seed it reports which scenario files catch the bug's invariant, and
 the generated exploration as above; the bug counts as found when either does.
 
-Wall time comes from `harness.runner.wall` (the real perf_counter, out of freezegun's reach).
+Wall time comes from `harness.run.wall` (the real perf_counter, out of freezegun's reach).
 The machines are shared: timings are noisy, counts and lengths are exact (deterministic).
 """
 
@@ -48,8 +48,9 @@ if str(ROOT) not in sys.path:
 
 from harness.adapters import Adapter, load_adapter  # noqa: E402
 from harness.clock import VirtualClock, wall_clock_follows  # noqa: E402
+from harness.exploration import explore  # noqa: E402
 from harness.outcome import RunOutcome  # noqa: E402
-from harness.runner import RunOptions, explore, wall  # noqa: E402
+from harness.run import RunOptions, wall  # noqa: E402
 from harness.schedules.generate import Size  # noqa: E402
 from tests import planted  # noqa: E402
 
@@ -93,7 +94,7 @@ BUDGET = 100  # generated schedules of `durable-chaos run` by default
 def scenario_hits(adapter: Adapter, invariant: str | None) -> tuple[list[str], float]:
     """The scenario files whose run fails `invariant` (any, for None), and the wall seconds
     spent until the first of them (all of them if none fails)."""
-    from harness.runner import run_schedule
+    from harness.run import run_schedule
     from harness.schedules.scenario_file import load_scenario
 
     hits: list[str] = []

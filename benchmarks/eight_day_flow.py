@@ -35,7 +35,7 @@ from harness.adapters import load_adapter
 from harness.adapters.base import RunContext
 from harness.clock import VirtualClock, wall_clock_follows
 from harness.history import History
-from harness.runner import RunOptions, run_schedule, wall
+from harness.run import RunOptions, run_schedule, wall
 from harness.schedules.model import Schedule, Step
 
 DAY = 86400.0
@@ -95,7 +95,7 @@ def flow_work() -> dict[str, float]:
 
 
 def _direct_flow() -> tuple[History, Any]:
-    from reference_impl.ports import Config
+    from contract.ports import Config
 
     adapter = load_adapter("reference")
     history = History()

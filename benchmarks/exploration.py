@@ -21,7 +21,7 @@ processes (and, with ``--ray``, a local Ray instance with 2 workers): generated 
 second including worker start-up, and the time to the first failure of each planted bug
 (seed 0, merged in batch order, before shrinking).
 
-Wall time comes from ``harness.runner.wall`` (the real perf_counter, out of freezegun's
+Wall time comes from ``harness.run.wall`` (the real perf_counter, out of freezegun's
 reach). Timing lives here, never in tests (the machines are shared and noisy).
 
 Besides the rates, each measurement prints the work of one schedule (history records,
@@ -45,7 +45,8 @@ from typing import Any
 
 from harness.adapters import load_adapter
 from harness.clock import VirtualClock, wall_clock_follows
-from harness.runner import RunOptions, explore, run_schedule, wall
+from harness.exploration import explore
+from harness.run import RunOptions, run_schedule, wall
 from harness.schedules.generate import Size, schedules
 from harness.schedules.model import Schedule
 

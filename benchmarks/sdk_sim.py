@@ -24,7 +24,7 @@ import time
 
 from harness.adapters import load_adapter
 from harness.clock import VirtualClock, wall_clock_follows
-from harness.runner import RunOptions, run_schedule, wall
+from harness.run import RunOptions, run_schedule, wall
 from harness.schedules.generate import schedules
 
 _cpu = time.process_time  # kept before any freezer starts

@@ -14,8 +14,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from contract.binding import App, Context, Handler, HandlerRef, Service
 from harness.sim import Simulator
-from reference_impl.binding import App, Context, Handler, HandlerRef, Service
 
 
 def _app() -> App:

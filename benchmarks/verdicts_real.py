@@ -39,7 +39,7 @@ from typing import Any
 
 from harness.adapters import load_adapter
 from harness.errors import DurableChaosError
-from harness.runner import RunOptions, run_schedule
+from harness.run import RunOptions, run_schedule
 from harness.schedules.model import Schedule
 from harness.schedules.scenario_file import load_scenario
 

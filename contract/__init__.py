@@ -6,6 +6,8 @@ Everything a runtime and the harness must agree on, in one place, importing neit
 - `contract.ports`: the endpoints a runtime gets from the world (model, mailer, payments,
   identity, tool catalog, approval UI, timers), `Config` and `Ports`.
 - `contract.threadlog`: the thread log store protocol, its values and errors.
+- `contract.thresholds`: the design's two thresholds (5 minutes, 8 days), which both the
+  runtime's `Config` and the checkers' `CheckConfig` default from.
 - `contract.faultpoints`: the named fault points and the one hook that decides what happens
   when a runtime reaches one.
 

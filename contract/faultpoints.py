@@ -10,7 +10,7 @@ exactly this point (the awaitable is handed to the simulator's scheduler). In a 
 hook can simply stop its own process (SIGSTOP) and return None.
 
 The reference implementation never imports the harness; the harness installs the hook. There
-is one hook for the process: `reference_impl.faultpoints` re-exports these same functions.
+is one hook for the process.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from typing import Any, Final, Protocol
 from contract import records
 from contract.services import ServiceError
 from contract.threadlog import ThreadLogStore
+from contract.thresholds import HAND_OFF_AFTER, MAX_WAIT
 
 # kind -> the fields it always carries (besides event_id): a view of the vocabulary in
 # `contract.records` (docs/events.md), kept for code that imported it from here.
@@ -118,8 +119,8 @@ class Config:
     """Thresholds, in the engine's seconds (virtual time on the simulator and, through a
     `TimerPort`, on a real engine too: the same 5 minutes and 8 days everywhere)."""
 
-    hand_off_after: float = 300.0
-    max_wait: float = 8 * 86400.0
+    hand_off_after: float = HAND_OFF_AFTER
+    max_wait: float = MAX_WAIT
     max_steps_per_turn: int = 8
 
 

@@ -11,10 +11,10 @@ from typing import Any
 
 _EXPORTS: dict[str, str] = {
     # running
-    "run_schedule": "harness.runner",
-    "run_suite": "harness.runner",
-    "explore": "harness.runner",
-    "RunOptions": "harness.runner",
+    "run_schedule": "harness.run",
+    "run_suite": "harness.suite",
+    "explore": "harness.exploration",
+    "RunOptions": "harness.run",
     # schedules
     "Schedule": "harness.schedules.model",
     "Step": "harness.schedules.model",

@@ -473,7 +473,7 @@ def _sigterm_stops() -> Iterator[None]:
 
 def _dispatch(args: argparse.Namespace) -> int:
     from harness.adapters import describe_builtin, load_adapter
-    from harness.runner import run_suite
+    from harness.suite import run_suite
 
     if args.command == "doctor":
         from harness.doctor import run_doctor

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from functools import partial
 from typing import Any, Final, NoReturn, TypeVar
 
@@ -45,14 +46,13 @@ from harness.adapters.base import (
     FaultPoints,
     Pausable,
     Redeployable,
-    RunContext,
     Runtime,
     not_a_runtime,
 )
+from harness.adapters.opening import deterministic, open_run, run_history
 from harness.checkers.base import CheckConfig
 from harness.errors import AdapterContractError, RecordError, RunTimeout
 from harness.history import TYPES, History, Record
-from harness.scaling import real_seconds
 
 __all__ = ["NAMESPACES", "VOCABULARY", "check_adapter"]
 
@@ -129,18 +129,17 @@ class _Contract:
     # -- the lifecycle
 
     def check(self) -> None:
-        # Imported here: the plugin imports this module while pytest starts.
-        from harness.runner import follow_wall_clock, runtime_config
-
         self.face()
         adapter = self.adapter
-        self.history = History(wall=None if adapter.engine == "sim" else real_seconds())
-        ctx = RunContext(seed=0, history=self.history, config=runtime_config(adapter),
-                         hosts=2)
-        runtime = self.call("open", "open(ctx)", lambda: adapter.open(ctx))
+        self.history = run_history(adapter)
+        # Opened as every run opens it (the same context, on the runtime's clock); what it
+        # returned is checked below, where a failure names the contract's rule.
+        clock = ExitStack()
+        runtime = self.call("open", "open(ctx)", lambda: clock.enter_context(
+            open_run(adapter, 0, self.history, hosts=2, check=False)))
         failed = True
         try:
-            with follow_wall_clock(runtime, adapter.engine):
+            with clock:
                 self.runtime_face(runtime)
                 self.conversation(runtime)
                 self.redeploy(runtime)
@@ -415,7 +414,7 @@ class _Contract:
         """
         deadline = runtime.now() + limit
         step = limit / 50
-        if self.adapter.engine == "sim":
+        if deterministic(self.adapter):
             while not done():
                 now = runtime.now()
                 if now >= deadline:
@@ -434,6 +433,6 @@ class _Contract:
 
     def patience(self, limit: float) -> str:
         """The patience of `wait`, as the failure messages state it."""
-        if self.adapter.engine == "sim":
+        if deterministic(self.adapter):
             return f"{limit:g}s"
         return f"{limit:g}s of schedule time and {_REAL_PATIENCE:g}s of real time"

@@ -151,12 +151,12 @@ def _venv_executable(name: str, install: str, *, required: bool = True) -> Check
 
 
 def _postgres() -> Check:
-    from harness.components.postgres import PostgresUnavailable, _server_user, find_binaries
+    from harness.components.postgres import PostgresUnavailable, find_binaries, server_user
 
     install = "apt-get install postgresql  (Debian/Ubuntu; the server binaries initdb, pg_ctl)"
     try:
         binaries = find_binaries()
-        _server_user()  # as root, the server needs a user to run as
+        server_user()  # as root, the server needs a user to run as
     except PostgresUnavailable as exc:
         return Check("postgresql server", False, install=install, note=str(exc))
     return Check("postgresql server", True, where=str(binaries.initdb.parent),

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.adapters import Adapter
-from harness.clock import VirtualClock, wall_clock_follows
+from harness.adapters import Adapter, suite_clock
 from harness.outcome import RunOutcome
 from harness.run import RunOptions, run_schedule, wall
 from harness.schedules.model import Schedule
@@ -64,7 +63,7 @@ def explore(
     failed: tuple[Schedule, str] | None = None
     # One freezer for the whole search (starting freezegun costs more than a schedule);
     # each run moves it to its own virtual time. Real runtimes keep real time.
-    with _suite_freezer(adapter), _fewer_collections():
+    with suite_clock(adapter) or nullcontext(), _fewer_collections():
         for index in range(max(1, count)):
             if deadline is not None and wall() > deadline:
                 found.out_of_time = True
@@ -119,18 +118,6 @@ def _shrink(adapter: Adapter, schedule: Schedule, checker: str, options: RunOpti
     return outcome, result.complete
 
 
-@contextmanager
-def _suite_freezer(adapter: Adapter) -> Iterator[None]:
-    """One wall-clock freezer for many simulated runs (starting freezegun costs more than a
-    whole schedule); each run moves it to its own virtual time. A real runtime keeps the
-    real clock: its event loops, timeouts and scaled time must move."""
-    if adapter.engine != "sim":
-        yield
-        return
-    with wall_clock_follows(VirtualClock()):
-        yield
-
-
 # The first generation's threshold of the cyclic garbage collector while exploring (Python's
 # default: 700 allocations).
 GC_THRESHOLD = 5000
@@ -164,11 +151,3 @@ def _fewer_collections() -> Iterator[None]:
     finally:
         gc.set_threshold(*old)
 
-
-def _schedule_from(outcome: RunOutcome) -> Schedule:
-    import tomllib
-
-    from harness.schedules.scenario_file import parse_scenario
-
-    schedule = parse_scenario(tomllib.loads(outcome.schedule_toml), "<shrunk>", outcome.name)
-    return replace(schedule, source="generated", path=None)

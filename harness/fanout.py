@@ -31,13 +31,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.adapters import Adapter
+from harness.adapters import Adapter, deterministic
 from harness.errors import DurableChaosError, UsageError, WorkerLost
 from harness.evidence import SCRATCH_PREFIX, claim_run_dir, make_scratch, write_text
-from harness.exploration import Exploration, _schedule_from, explore
+from harness.exploration import Exploration, explore
 from harness.jobs import shrink_job
 from harness.outcome import RunOutcome
-from harness.run import _REAL, RunOptions, _replay, lost_outcome, run_timeout, wall
+from harness.replay import adapter_paths, replay_command
+from harness.run import RunOptions, epoch, lost_outcome, run_timeout, wall
 from harness.schedules.generate import generate
 from harness.supervisor import Pool, pool_of, raise_for, silence_for
 
@@ -99,13 +100,13 @@ def plan(spec: str, count: int, seed: int, **options: Any) -> list[BatchJob]:
 
 def run_batch(job: BatchJob) -> BatchResult:
     """Run one batch in this process (a pool worker or a Ray task)."""
-    from harness.jobs import _clock_for, worker_adapter
+    from harness.jobs import hold_clock, worker_adapter
 
     adapter = worker_adapter(job.adapter_spec)
-    _clock_for(adapter)
+    hold_clock(adapter)
     deadline = None
     if job.deadline is not None:
-        deadline = wall() + (job.deadline - _REAL["time"]())
+        deadline = wall() + (job.deadline - epoch())
     runs: list[RunOutcome] = []
     histories: list[tuple[int, str]] = []
     with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-",
@@ -301,9 +302,7 @@ def worker_path() -> list[str]:
     """What a worker that does not fork from this process needs on its PYTHONPATH to load
     the adapters this process loaded: the --adapter-path directories, the directory it runs
     in (load_adapter searches it) and this process's own PYTHONPATH."""
-    from harness.replay import _adapter_paths  # the --adapter-path directories, in order
-
-    paths = [*_adapter_paths, os.getcwd(),
+    paths = [*adapter_paths(), os.getcwd(),
              *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     return list(dict.fromkeys(paths))
 
@@ -334,7 +333,7 @@ def explore_fanned(
     worker before it propagates.
     """
     started = wall()
-    epoch_deadline = None if deadline is None else _REAL["time"]() + (deadline - wall())
+    epoch_deadline = None if deadline is None else epoch() + (deadline - wall())
     found = Exploration([], [])
     with ExitStack() as stack:
         if pool is None and ray is None:
@@ -412,12 +411,10 @@ def _place(batch: BatchResult, options: RunOptions) -> list[RunOutcome]:
     runs = list(batch.runs)
     for position, text in batch.histories:
         outcome = runs[position]
-        schedule = _schedule_from(outcome)
         if options.report_dir is None:
             runs[position] = replace(outcome,
-                                     replay_command=_replay(options.adapter_spec, None,
-                                                            schedule, options.run_timeout,
-                                                            options.invariants))
+                                     replay_command=replay_command(options.adapter_spec, None,
+                                                                   **_replaying(options)))
             continue
         run_dir = claim_run_dir(options.report_dir, outcome.adapter, outcome.name)
         history_path = run_dir / "history.jsonl"
@@ -425,11 +422,15 @@ def _place(batch: BatchResult, options: RunOptions) -> list[RunOutcome]:
         schedule_path = run_dir / "schedule.toml"
         write_text(schedule_path, outcome.schedule_toml)
         runs[position] = replace(outcome, history_path=str(history_path),
-                                 replay_command=_replay(options.adapter_spec,
-                                                        str(schedule_path), schedule,
-                                                        options.run_timeout,
-                                                        options.invariants))
+                                 replay_command=replay_command(options.adapter_spec,
+                                                               str(schedule_path),
+                                                               **_replaying(options)))
     return runs
+
+
+def _replaying(options: RunOptions) -> dict[str, Any]:
+    # As harness.run names a saved run's replay: judging the invariants it was judged by.
+    return {"run_timeout": options.run_timeout, "invariants": options.invariants}
 
 
 def default_workers(adapters: Sequence[Adapter], asked: int | None) -> int:
@@ -437,6 +438,6 @@ def default_workers(adapters: Sequence[Adapter], asked: int | None) -> int:
     ports and processes)."""
     if asked is not None:
         return asked
-    if any(adapter.engine != "sim" for adapter in adapters):
+    if not all(deterministic(adapter) for adapter in adapters):
         return 1
     return os.cpu_count() or 1

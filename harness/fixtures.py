@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,10 +93,9 @@ def chaos_seed(request: pytest.FixtureRequest) -> int:
 @pytest.fixture
 def chaos_history(chaos_adapter: Adapter) -> History:
     """The fresh history `chaos_runtime` records into."""
-    from harness.history import History
-    from harness.scaling import real_seconds
+    from harness.adapters.opening import run_history
 
-    return History(wall=None if chaos_adapter.engine == "sim" else real_seconds())
+    return run_history(chaos_adapter)
 
 
 @pytest.fixture
@@ -107,15 +105,16 @@ def chaos_runtime(chaos_adapter: Adapter, chaos_seed: int,
 
     Drive it yourself; call `finish()` before judging the history with checkers.
     """
-    from harness.adapters.base import RunContext
+    from harness.adapters.opening import open_run
 
-    ctx = RunContext(seed=chaos_seed, history=chaos_history, config=_config_of(chaos_adapter))
-    runtime = chaos_adapter.open(ctx)
+    opened: list[Runtime] = []
     try:
-        with _wall_clock_of(runtime, chaos_adapter.engine):
+        with open_run(chaos_adapter, chaos_seed, chaos_history, opened=opened.append,
+                      check=False) as runtime:
             yield runtime
     finally:
-        runtime.close()
+        if opened:
+            opened[0].close()
 
 
 @pytest.fixture
@@ -205,7 +204,7 @@ class ChaosRunner:
     ) -> ChaosRun:
         from dataclasses import replace
 
-        from harness.runner import RunOptions, run_schedule
+        from harness.run import RunOptions, run_schedule
 
         spec = adapter or self._spec
         recording = _Recording(_load(self._config, spec))
@@ -284,26 +283,6 @@ class _Recording:
 
     def __getattr__(self, name: str) -> Any:  # `config` and whatever else the runner reads
         return getattr(self._adapter, name)
-
-
-def _config_of(adapter: Adapter) -> Any:
-    config = getattr(adapter, "config", None)
-    if config is not None:
-        return config
-    from contract.ports import Config
-
-    return Config()
-
-
-def _wall_clock_of(runtime: Runtime, engine: str) -> AbstractContextManager[None]:
-    # Never for a real engine: its adapter waits on time.monotonic(), which would stop.
-    from harness.clock import wall_clock_follows
-    from harness.sim import Simulator
-
-    sim = getattr(runtime, "sim", None)
-    if engine == "sim" and isinstance(sim, Simulator):
-        return wall_clock_follows(sim.clock)
-    return nullcontext()
 
 
 __all__ = ["ChaosClock", "ChaosRun", "ChaosRunner"]

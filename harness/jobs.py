@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 
-from harness.adapters import Adapter, load_adapter
-from harness.exploration import Exploration, _suite_freezer, explore
+from harness.adapters import Adapter, load_adapter, suite_clock
+from harness.exploration import Exploration, explore
 from harness.outcome import RunOutcome
 from harness.run import RunOptions, lost_outcome, run_schedule, run_timeout, wall
 from harness.schedules.model import Schedule
@@ -25,14 +25,16 @@ _adapters: dict[str, Adapter] = {}
 _frozen: ExitStack | None = None
 
 
-def _clock_for(adapter: Adapter | None) -> None:
+def hold_clock(adapter: Adapter | None) -> None:
+    """Keep on the clock `adapter`'s runs share (`suite_clock`) until a job that needs the
+    real clock (a real engine's, or `None`: the contract check) comes."""
     global _frozen
-    simulated = adapter is not None and adapter.engine == "sim"
-    if simulated and _frozen is None:
+    wanted = None if adapter is None else suite_clock(adapter)
+    if wanted is not None and _frozen is None:
         stack = ExitStack()
-        stack.enter_context(_suite_freezer(adapter))  # type: ignore[arg-type]
+        stack.enter_context(wanted)
         _frozen = stack
-    elif not simulated and _frozen is not None:
+    elif wanted is None and _frozen is not None:
         _frozen.close()
         _frozen = None
 
@@ -47,7 +49,7 @@ def worker_adapter(spec: str) -> Adapter:
 def scenario_job(spec: str, schedule: Schedule, options: RunOptions) -> RunOutcome:
     """One schedule, run as it is written (a scenario file, a replayed or shrunk schedule)."""
     adapter = worker_adapter(spec)
-    _clock_for(adapter)
+    hold_clock(adapter)
     return run_schedule(adapter, schedule, options)
 
 
@@ -58,7 +60,7 @@ def shrink_job(spec: str, count: int, seed: int, options: RunOptions,
     import time
 
     adapter = worker_adapter(spec)
-    _clock_for(adapter)
+    hold_clock(adapter)
     until = None if shrink_deadline is None else wall() + (shrink_deadline - time.time())
     found = explore(adapter, count, seed, options, invariant=invariant,
                     shrink_deadline=until)
@@ -74,7 +76,7 @@ def contract_job(spec: str, limit: float | None) -> str | None:
     from harness.watchdog import Watchdog
 
     adapter = worker_adapter(spec)
-    _clock_for(None)
+    hold_clock(None)
     try:
         with Watchdog(limit):
             check_adapter(adapter)

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from harness.adapters.base import Adapter
     from harness.outcome import RunOutcome
-    from harness.runner import RunOptions
+    from harness.run import RunOptions
     from harness.schedules.model import Schedule
     from harness.supervisor import Pool
 
@@ -179,7 +179,7 @@ class ChaosState:
     lock: Any = None  # the report directory's lock (harness.evidence), held by the controller
 
     def options(self, spec: str) -> RunOptions:
-        from harness.runner import RunOptions
+        from harness.run import RunOptions
 
         return RunOptions(adapter_spec=spec, report_dir=self.settings.report_dir,
                           run_timeout=self.settings.run_timeout,
@@ -226,7 +226,7 @@ class ChaosState:
         """Check the adapter contract once per process; the failure message, or None."""
         if spec not in self.contracts:
             from harness.jobs import contract_job
-            from harness.runner import run_timeout
+            from harness.run import run_timeout
             from harness.supervisor import silence_for
 
             adapter = self.adapters[spec]
@@ -690,8 +690,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return  # its runs are in its spool file, for the controller
     _read_spools(state)
     from harness.outcome import SuiteOutcome
-    from harness.runner import environment
     from harness.schedules.library import describe_sets
+    from harness.suite import environment
 
     names = tuple(dict.fromkeys(a.name for a in state.adapters.values()))
     suite = SuiteOutcome(

@@ -29,7 +29,7 @@ import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["adapter_root", "program", "replay_command", "use_adapter_paths"]
+__all__ = ["adapter_paths", "adapter_root", "program", "replay_command", "use_adapter_paths"]
 
 # The environment variables `--components` and `--restate-*-url` set (harness.components.stack,
 # harness.adapters.restate); named here so that building a command imports neither.
@@ -58,6 +58,11 @@ def use_adapter_paths(paths: Sequence[str], option: str = "--adapter-path") -> N
             sys.path.insert(0, resolved)
         if resolved not in _adapter_paths:
             _adapter_paths.append(resolved)
+
+
+def adapter_paths() -> list[str]:
+    """The `--adapter-path` directories of this process, in the order given."""
+    return list(_adapter_paths)
 
 
 # `program()` per (interpreter, PATH): it stats the venv's script, walks PATH and resolves

@@ -23,31 +23,28 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from harness.adapters import (
     Adapter,
-    RunContext,
     Runtime,
     claimed_invariants,
+    deterministic,
     lacking,
-    world_endpoints,
+    open_run,
+    run_history,
 )
-from harness.adapters.base import not_a_runtime
 from harness.checkers import ALL
 from harness.checkers.base import CheckConfig, Checker, Result, run_checkers
-from harness.clock import wall_clock_follows
 from harness.errors import AdapterUnavailable, OutputUnwritable, RunTimeout
-from harness.evidence import claim_run_dir, slug, write_text
+from harness.evidence import claim_run_dir, write_text
 from harness.history import History, Record, fmt_duration
 from harness.outcome import RunOutcome, SkippedStep, StepNote
-from harness.scaling import Scale, fmt_real, real_seconds
+from harness.scaling import Scale, fmt_real
 from harness.schedules.model import FAULT_ACTIONS, STEP_KINDS, Schedule, Step
-from harness.sim import Simulator
 from harness.supervisor import beat, guard, in_worker
 from harness.watchdog import Watchdog
 
@@ -59,6 +56,12 @@ RESTART_AFTER = 5.0
 
 def wall() -> float:
     return _REAL["perf_counter"]()
+
+
+def epoch() -> float:
+    """The real epoch seconds, out of freezegun's reach: a deadline handed to another process
+    (whose `wall()` is not this one's) travels as epoch seconds."""
+    return _REAL["time"]()
 
 
 @dataclass(frozen=True)
@@ -114,16 +117,15 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
     beat()  # a supervising parent counts the runs started: which one a lost worker held
     threads_before = {t.ident for t in threading.enumerate()}
     children_before = _children()
-    history = History(wall=None if adapter.engine == "sim" else real_seconds())
+    history = run_history(adapter)
     started = wall()
     skipped: list[SkippedStep] = []
     notes: list[StepNote] = []
     error: str | None = None
-    runtime: Runtime | None = None
     opened = False
     limit = run_timeout(adapter, options)
-    ctx = RunContext(seed=schedule.seed, history=history,
-                     config=runtime_config(adapter), hosts=schedule.hosts)
+    # The runtime, once open() returned: closed below whatever happened after.
+    opening: list[Runtime] = []
     try:
         check_config = adapter.check_config()
     except Exception as exc:  # a user's adapter: its own bug, named, not a traceback
@@ -134,39 +136,35 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
     try:
         # The watchdog ends a run blocked anywhere in the adapter (see harness.watchdog);
         # after it fired the runtime is only closed, never driven again.
-        with Watchdog(limit):
-            runtime = adapter.open(ctx)
-            if (wrong := not_a_runtime(runtime)) is not None:  # as an open() that fails
-                raise TypeError(wrong)
-            # A misspelled declaration is the adapter's configuration error: it stops here,
-            # as an open() that fails (the suite ends with exit 2), not step by step.
-            world_endpoints(runtime)
+        # A runtime that is not one, or a misspelled world endpoint, fails as an open() that
+        # fails (the suite ends with exit 2), not step by step.
+        with Watchdog(limit), open_run(adapter, schedule.seed, history, hosts=schedule.hosts,
+                                       opened=opening.append) as runtime:
             opened = True
-            with follow_wall_clock(runtime, adapter.engine):
-                messages: dict[str, int] = {}
-                now = 0.0
-                for number, step in enumerate(schedule.steps):
-                    runtime.advance(step.at)
-                    now = _now(runtime, now)
-                    late = _lateness(runtime, step.at, now)
-                    if late is not None:
-                        notes.append(StepNote("late", number, f"step {number} "
-                                              f"({_step_label(step)}) applied {late} late"))
-                    _apply(runtime, step, history, skipped, messages, adapter.engine, notes,
-                           number)
-                # Every engine's clock reads scenario time (a real one is virtual too).
-                runtime.advance(max(horizon_of(schedule, check_config), runtime.now()))
-                heal = _healed_at(schedule)
-                if heal is not None:
-                    history.add("fault.heal", data={"at": heal})
-                runtime.finish()
-                history.add("run.end")
+            messages: dict[str, int] = {}
+            now = 0.0
+            for number, step in enumerate(schedule.steps):
+                runtime.advance(step.at)
+                now = _now(runtime, now)
+                late = _lateness(runtime, step.at, now)
+                if late is not None:
+                    notes.append(StepNote("late", number, f"step {number} "
+                                          f"({_step_label(step)}) applied {late} late"))
+                _apply(runtime, step, history, skipped, messages,
+                       not deterministic(adapter), notes, number)
+            # Every engine's clock reads scenario time (a real one is virtual too).
+            runtime.advance(max(horizon_of(schedule, check_config), runtime.now()))
+            heal = _healed_at(schedule)
+            if heal is not None:
+                history.add("fault.heal", data={"at": heal})
+            runtime.finish()
+            history.add("run.end")
     except RunTimeout:
         error = (f"timed out: the run passed its wall-clock limit of {limit:g}s (raise it "
                  "with --run-timeout or the ini key chaos_run_timeout)")
         history.add("run.error", data={"error": error})
     except KeyboardInterrupt:
-        _close(runtime, limit)
+        _close(opening[0] if opening else None, limit)
         raise
     except BaseException as exc:
         # An adapter that crashes makes the run unknown, not the harness: whatever it raises,
@@ -176,7 +174,7 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         if not opened:
             error = f"open() failed: {error}"
         history.add("run.error", data={"error": error})
-    closing = _close(runtime, limit)
+    closing = _close(opening[0] if opening else None, limit)
     error = error or closing or _threads_left(threads_before) or \
         _processes_left(children_before)
     elapsed = wall() - started
@@ -198,8 +196,8 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
         schedule_toml=schedule.to_toml(),
         # The command of a run whose schedule is not saved (it names `schedule.toml`, or a
         # scenario's own file); `_save` replaces it for a run it keeps.
-        replay_command=_replay(options.adapter_spec, schedule.path, schedule,
-                               options.run_timeout, options.invariants),
+        replay_command=_replay(options.adapter_spec, schedule.path, options.run_timeout,
+                               options.invariants),
         virtual_time=history[-1].time if len(history) else 0.0,
         wall_time=elapsed,
         faults=_injected(schedule, skipped),
@@ -306,8 +304,7 @@ def lost_outcome(adapter: Adapter, spec: str, schedule: Schedule, options: RunOp
         results=tuple(Result(c.name, None, reached=False, note=f"adapter crashed: {why}")
                       for c in options.checkers if c.name in claimed),
         schedule_toml=schedule.to_toml(),
-        replay_command=_replay(spec, schedule.path, schedule, options.run_timeout,
-                               options.invariants),
+        replay_command=_replay(spec, schedule.path, options.run_timeout, options.invariants),
         error=why, expected=_expected(schedule),
         expected_failures=tuple(k for k, v in schedule.expect if v == "fails"),
         step_kinds=_step_kinds(schedule), steps=len(schedule.steps))
@@ -385,33 +382,8 @@ def _step_label(step: Step) -> str:
     return f"{step.action} at {fmt_duration(step.at)}" + (f", {where}" if where else "")
 
 
-def runtime_config(adapter: Adapter) -> Any:
-    """The thresholds the adapter's runtime runs with (its `config`, else the defaults)."""
-    config = getattr(adapter, "config", None)
-    if config is not None:
-        return config
-    from contract.ports import Config
-
-    return Config()
-
-
-@contextmanager
-def follow_wall_clock(runtime: Runtime, engine: str = "sim") -> Iterator[None]:
-    """Handlers of a simulated runtime read its virtual time from the wall clock too.
-
-    Only for engine 'sim': a real engine's adapter (even one that wraps a simulator) waits
-    on `time.monotonic()`, which a frozen clock stops for good.
-    """
-    sim = getattr(runtime, "sim", None)
-    if engine == "sim" and isinstance(sim, Simulator):
-        with wall_clock_follows(sim.clock):
-            yield
-    else:
-        yield
-
-
 def _apply(runtime: Runtime, step: Step, history: History, skipped: list[SkippedStep],
-           messages: dict[str, int], engine: str = "sim",
+           messages: dict[str, int], waits: bool = False,
            notes: list[StepNote] | None = None,
            number: int = 0) -> None:
     action = step.action
@@ -437,7 +409,7 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
         history.add("op.message", "ok", session=session, data={"message_id": message_id})
     elif action in ("answer", "background"):
         session = step.get("session")
-        cards = _open_cards(runtime, session, engine, session in messages)
+        cards = _open_cards(runtime, session, waits, session in messages)
         kind = f"op.{action}"
         if not cards:
             reason = "no open card" if session in messages else "unknown session"
@@ -504,19 +476,20 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
         runtime.clock_jump(step.get("duration"))  # type: ignore[attr-defined]
 
 
-def _open_cards(runtime: Runtime, session: str, engine: str, known: bool) -> list[Any]:
+def _open_cards(runtime: Runtime, session: str, waits: bool, known: bool) -> list[Any]:
     """The session's open cards, oldest first.
 
-    On a real engine the card is shown by another process, possibly a moment after the
-    schedule's time: drive the runtime on in small steps until one shows or `CARD_PATIENCE`
-    real seconds passed. The simulator is left exactly as it is (same seed, same history):
-    there a missing card is the schedule's own doing.
+    On a real engine (`waits`: it acts outside `advance()`) the card is shown by another
+    process, possibly a moment after the schedule's time: drive the runtime on in small
+    steps until one shows or `CARD_PATIENCE` real seconds passed. The simulator is left
+    exactly as it is (same seed, same history): there a missing card is the schedule's own
+    doing.
     """
     def cards() -> list[Any]:
         return sorted(runtime.world.cards.open_cards(session), key=lambda c: c.shown_at)
 
     found = cards()
-    if found or engine == "sim" or not known:
+    if found or not waits or not known:
         return found
     # A runtime on a scaled clock says how long in real seconds (`card_patience`): 30 real
     # seconds can be days of its scenario time.
@@ -583,10 +556,6 @@ def _expected(schedule: Schedule) -> str | None:
     return ", ".join(notes + ([f"fails=[{', '.join(fails)}]"] if fails else []))
 
 
-def _slug(text: str) -> str:
-    return slug(text)
-
-
 def _save(outcome: RunOutcome, schedule: Schedule, history: History,
           options: RunOptions) -> RunOutcome:
     """The outcome, with its history and schedule saved when the report keeps them (a
@@ -609,12 +578,11 @@ def _save(outcome: RunOutcome, schedule: Schedule, history: History,
     write_text(schedule_path, schedule.to_toml())
     replay_from = schedule.path if schedule.source == "scenario" and schedule.path else None
     return replace(outcome, history_path=str(history_path),
-                   replay_command=_replay(spec, replay_from or str(schedule_path), schedule,
-                                          timeout, invariants))
+                   replay_command=_replay(spec, replay_from or str(schedule_path), timeout,
+                                          invariants))
 
 
-def _replay(spec: str, path: str | None, schedule: Schedule,
-            run_timeout: float | None = None,
+def _replay(spec: str, path: str | None, run_timeout: float | None = None,
             invariants: tuple[str, ...] | None = None) -> str:
     # A command that reruns as printed, from any directory (see harness.replay), judging
     # the invariants the run was judged by.

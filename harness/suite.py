@@ -223,10 +223,6 @@ def fresh_runs_dir(report_dir: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _steps(outcome: RunOutcome) -> list[str]:
-    return [line for line in outcome.schedule_toml.splitlines() if line == "[[step]]"]
-
-
 def write_outputs(suite: SuiteOutcome, report_dir: Path) -> Path:
     from harness.report import write_report
 

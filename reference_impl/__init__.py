@@ -1,7 +1,7 @@
 """The reference implementation of the system under test (see docs/design.md, section 1).
 
-It never imports the harness: it gets endpoints (`ports.Ports`) and a narrow engine binding
-(`binding.Context`).
+It never imports the harness: it gets endpoints (`contract.ports.Ports`) and a narrow engine
+binding (`contract.binding.Context`).
 """
 
 from reference_impl.app import build_app

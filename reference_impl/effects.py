@@ -23,7 +23,8 @@ from contract import faultpoints
 from contract.binding import JSON, Context, HandlerRef
 from contract.ports import Ports
 from contract.services import ServiceError, body_error
-from reference_impl.threadlog import LogEntry, StaleEpoch, ThreadLog, TransactionAborted
+from contract.threadlog import LogEntry, StaleEpoch, TransactionAborted
+from reference_impl.threadlog import ThreadLog
 
 __all__ = [
     "CONTROLLER",

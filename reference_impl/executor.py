@@ -26,6 +26,7 @@ from typing import Any, Final, Literal
 from contract import faultpoints
 from contract.binding import JSON, Context, TerminalError
 from contract.ports import Ports, ToolSpec
+from contract.threadlog import LogEntry
 from reference_impl.effects import (
     NOT_FINAL,
     PENDING_END_WAIT,
@@ -38,7 +39,6 @@ from reference_impl.effects import (
     run_effect,
     run_step,
 )
-from reference_impl.threadlog import LogEntry
 
 __all__ = [
     "RESULT_PENDING",

@@ -32,17 +32,7 @@ from contract.threadlog import (
     TransactionAborted,
 )
 
-__all__ = [
-    "Assignment",
-    "InMemoryThreadLogStore",
-    "LockTimeout",
-    "LogEntry",
-    "StaleEpoch",
-    "ThreadLog",
-    "ThreadLogError",
-    "ThreadLogStore",
-    "TransactionAborted",
-]
+__all__ = ["InMemoryThreadLogStore", "ThreadLog"]
 
 
 @dataclass(eq=False)

@@ -19,7 +19,7 @@ from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
 from contract import faultpoints
-from reference_impl.threadlog import (
+from contract.threadlog import (
     Assignment,
     LockTimeout,
     LogEntry,

@@ -21,6 +21,7 @@ from typing import Any
 from contract import faultpoints
 from contract.binding import JSON, Context, Handler, Service, TerminalError
 from contract.ports import Ports, ProviderError
+from contract.threadlog import LogEntry
 from reference_impl.effects import (
     CONTROLLER_IS_CANCELLED,
     CONTROLLER_TURN_DONE,
@@ -40,7 +41,6 @@ from reference_impl.executor import (
     WaitBudget,
     record_result,
 )
-from reference_impl.threadlog import LogEntry
 
 __all__ = ["build_turn_service", "transcript"]
 

@@ -49,9 +49,9 @@ from contract import faultpoints
 from contract.binding import App
 from contract.ports import Config, Ports, ProviderError, ToolSpec
 from contract.services import ServiceError, body_error
+from contract.threadlog import Assignment, LogEntry
 from reference_impl.app import build_app
 from reference_impl.naive import build_naive_app
-from reference_impl.threadlog import Assignment, LogEntry
 from reference_impl.threadlog_pg import CommitOutcomeUnknown, PostgresThreadLogStore
 
 __all__ = [

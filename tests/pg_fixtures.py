@@ -22,8 +22,8 @@ from typing import NoReturn
 
 import pytest
 
+from contract import faultpoints
 from harness.components.postgres import PostgresServer, PostgresUnavailable
-from reference_impl import faultpoints
 
 
 def unavailable(reason: str) -> NoReturn:

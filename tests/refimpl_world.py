@@ -1,6 +1,6 @@
 """A small in-process world for the reference implementation's own tests.
 
-It implements the `reference_impl.ports` protocols on the simulator (every await of latency
+It implements the `contract.ports` protocols on the simulator (every await of latency
 is `sim.io(seconds)`) and writes what reaches the world into `sim.history`, so a test can
 assert both the outcome and the recorded events:
 
@@ -24,11 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from contract.binding import App
+from contract.ports import Config, Ports, ProviderError, ToolSpec
+from contract.threadlog import LogEntry
 from harness.history import Record
 from harness.sim import Simulator
-from reference_impl.binding import App
-from reference_impl.ports import Config, Ports, ProviderError, ToolSpec
-from reference_impl.threadlog import InMemoryThreadLogStore, LogEntry
+from reference_impl.threadlog import InMemoryThreadLogStore
 
 TOOLS: Final[dict[str, ToolSpec]] = {
     "send_email": ToolSpec("send_email", needs_approval=True, effect="email"),

@@ -20,7 +20,7 @@ from harness.components.net import wait_until
 from harness.components.procs import group_members
 from harness.history import History, Record
 from harness.outcome import RunOutcome
-from harness.runner import RunOptions, run_schedule
+from harness.run import RunOptions, run_schedule
 from harness.schedules.model import Schedule, parse_duration
 from harness.schedules.scenario_file import load_scenario
 

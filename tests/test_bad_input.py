@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-import harness.runner  # noqa: F401
+import harness.exploration
+import harness.suite  # noqa: F401
 from harness.cli import main
 
 pytest_plugins = ["pytester"]

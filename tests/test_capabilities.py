@@ -35,7 +35,7 @@ from harness.adapters import (
 from harness.conformance import check_adapter
 from harness.errors import AdapterContractError, UsageError
 from harness.history import History
-from harness.runner import RunOptions, run_schedule
+from harness.run import RunOptions, run_schedule
 from harness.schedules.scenario_file import load_scenario
 
 pytest_plugins = ["pytester"]
@@ -129,7 +129,7 @@ def test_fault_points_are_those_declared() -> None:
 def test_the_simulator_runtime_lacks_nothing() -> None:
     runtime = harness.adapters.sim.SimRuntime(RunContext(seed=0, history=History()),
                                               load_adapter("reference").build)  # type: ignore[attr-defined]
-    from reference_impl.faultpoints import POINTS
+    from contract.faultpoints import POINTS
 
     for action in ("background", "cancel", "revoke", "grant", "gc-pause",
                    "crash", "deploy", "clock-jump"):

@@ -26,7 +26,7 @@ from harness.checkers.base import Result
 from harness.cli import exit_status, main
 from harness.errors import UsageError
 from harness.outcome import RunOutcome, SuiteOutcome
-from harness.runner import RunOptions, run_schedule
+from harness.run import RunOptions, run_schedule
 from harness.schedules.scenario_file import load_scenario
 
 pytest_plugins = ["pytester"]

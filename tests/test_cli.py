@@ -8,7 +8,7 @@ import pytest
 
 from harness.adapters import load_adapter
 from harness.cli import main
-from harness.runner import RunOptions, run_schedule
+from harness.run import RunOptions, run_schedule
 from harness.schedules.scenario_file import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from contract.ports import EVENTS
 from harness.adapters import RunContext, load_adapter
 from harness.adapters.sim import SimRuntime
 from harness.checkers.base import CheckConfig
@@ -18,7 +19,6 @@ from harness.conformance import VOCABULARY, check_adapter
 from harness.errors import AdapterContractError
 from harness.history import History
 from harness.world import World
-from reference_impl.ports import EVENTS
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

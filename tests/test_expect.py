@@ -15,8 +15,9 @@ import pytest
 
 import harness.adapters.sim
 import harness.conformance
+import harness.exploration
 import harness.fixtures
-import harness.runner  # noqa: F401
+import harness.suite  # noqa: F401
 from harness.cli import main
 from harness.schedules.scenario_file import load_scenario
 

@@ -19,7 +19,7 @@ import pytest
 from harness.adapters import load_adapter
 from harness.checkers import ALL
 from harness.clock import VirtualClock, wall_clock_follows
-from harness.runner import RunOptions, run_schedule
+from harness.run import RunOptions, run_schedule
 from harness.schedules.generate import Size, generate, schedules
 from harness.schedules.model import STEP_KINDS, Schedule, Step
 

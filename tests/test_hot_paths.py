@@ -91,8 +91,8 @@ def test_records_built_by_add_are_the_frozen_dataclass() -> None:
 
 
 def _journal(record_state: bool | None) -> list[str]:
+    from contract.binding import App, Context, Handler, Service
     from harness.sim import Simulator
-    from reference_impl.binding import App, Context, Handler, Service
 
     async def bump(ctx: Context, arg: object) -> int:
         n = int(await ctx.get("n") or 0)

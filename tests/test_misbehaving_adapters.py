@@ -32,7 +32,8 @@ from pathlib import Path
 
 import pytest
 
-import harness.runner  # noqa: F401
+import harness.exploration
+import harness.suite  # noqa: F401
 from harness import replay
 from harness.checkers import ALL
 from harness.cli import main

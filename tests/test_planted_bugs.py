@@ -1,7 +1,7 @@
 """The proof that the harness finds bugs: one planted bug per invariant, found by exploration.
 
 Each planted bug (`tests/planted/`) is the reference implementation with one small change that
-breaks one invariant. For each, the harness's own exploration (`harness.runner.explore`:
+breaks one invariant. For each, the harness's own exploration (`harness.exploration.explore`:
 generated schedules, then shrinking) must
 
 1. find a violation within `COUNT` generated schedules of seed `SEED`,
@@ -34,8 +34,9 @@ from harness.adapters.sim import SimAdapter
 from harness.checkers import ALL
 from harness.cli import main
 from harness.clock import VirtualClock, wall_clock_follows
+from harness.exploration import Exploration, explore
 from harness.outcome import RunOutcome
-from harness.runner import Exploration, RunOptions, explore, run_schedule
+from harness.run import RunOptions, run_schedule
 from harness.schedules.generate import Size, schedules
 from harness.schedules.model import Schedule
 from harness.schedules.scenario_file import load_scenario, parse_scenario

@@ -15,8 +15,9 @@ import pytest
 # In-process runs restore sys.modules afterwards; importing the harness here keeps it loaded.
 import harness.adapters.sim
 import harness.conformance
+import harness.exploration
 import harness.fixtures
-import harness.runner  # noqa: F401
+import harness.suite  # noqa: F401
 import reference_impl.naive  # noqa: F401
 from harness.checkers import ALL
 

@@ -30,7 +30,7 @@ from harness.components.postgres import PostgresServer
 from harness.components.procs import group_members
 from harness.errors import DurableChaosError
 from harness.outcome import RunOutcome
-from harness.runner import RunOptions, run_schedule
+from harness.run import RunOptions, run_schedule
 from harness.schedules.model import Schedule, parse_duration
 from harness.schedules.scenario_file import load_scenario
 from reference_impl.dbos.state import StateStore

@@ -14,6 +14,7 @@ import pytest
 import refimpl_world
 from refimpl_world import AppBuilder, RefWorld
 
+from contract.ports import EVENTS, Config
 from harness.checkers import ALL, CheckConfig, run_checkers
 from harness.history import Record
 from harness.sim import Simulator
@@ -21,7 +22,6 @@ from harness.sim.engine import FaultAction
 from harness.sim.model import Host
 from reference_impl.app import build_app
 from reference_impl.naive import build_naive_app
-from reference_impl.ports import EVENTS, Config
 
 MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
 HAND_OFF = Config().hand_off_after

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from contract.threadlog import LogEntry
 from reference_impl.executor import unresolved_intents
-from reference_impl.threadlog import LogEntry
 from reference_impl.turn import transcript
 
 ROOT = Path(__file__).resolve().parent.parent / "reference_impl"

@@ -13,7 +13,7 @@ import pytest
 from harness.adapters import load_adapter
 from harness.history import History, Record
 from harness.outcome import RunOutcome
-from harness.runner import RunOptions, run_schedule
+from harness.run import RunOptions, run_schedule
 from harness.schedules.scenario_file import load_scenario, parse_scenario
 
 # Found by `durable-chaos run --scenarios none --schedules 100 --seed 1`: s2's call is sent to

@@ -110,7 +110,7 @@ def test_eight_days_on_restate_hand_off_at_5_minutes_and_expire_at_8_days_from_t
     # 8 days, counted from when the card was shown (not from the waiting row before it).
     from restate_fixtures import of
 
-    from reference_impl.ports import Config
+    from contract.ports import Config
 
     adapter = Capturing()
     outcome = run(adapter, scenario("03-never-answered-expires.toml"))
@@ -177,7 +177,7 @@ def test_naive_on_restate_gets_the_simulators_verdicts_on_a_crash_scenario() -> 
     from restate_fixtures import SCENARIOS
 
     from harness.adapters import load_adapter
-    from harness.runner import RunOptions, run_schedule
+    from harness.run import RunOptions, run_schedule
     from harness.schedules.scenario_file import load_scenario
 
     schedule = load_scenario(SCENARIOS / "real" / "11-crash-after-email-sent.toml")

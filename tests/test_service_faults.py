@@ -20,7 +20,7 @@ from contract.services import SERVICE_FAULTS, ServiceError, ServiceFault
 from harness.adapters import load_adapter
 from harness.fixtures import _Recording
 from harness.history import History
-from harness.runner import RunOptions, run_schedule
+from harness.run import RunOptions, run_schedule
 from harness.schedules.scenario_file import load_scenario
 from harness.world_server import WorldServer
 from reference_impl.worker_common import WorldClient

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from contract import faultpoints
+from contract.binding import App, Context, Handler, HandlerRef, Service, TerminalError
 from harness.clock import VirtualClock
 from harness.errors import ClockError, SimulationError
 from harness.sim import Simulator
-from reference_impl import faultpoints
-from reference_impl.binding import App, Context, Handler, HandlerRef, Service, TerminalError
 
 
 class World:
@@ -348,10 +348,10 @@ def test_a_closed_run_is_freed_by_reference_counting() -> None:
     import gc
     import weakref
 
+    from contract.ports import Config
     from harness.adapters import load_adapter
     from harness.adapters.base import RunContext
     from harness.history import History
-    from reference_impl.ports import Config
 
     runtime = load_adapter("reference").open(
         RunContext(seed=1, history=History(), config=Config(), hosts=2))

@@ -15,16 +15,15 @@ from typing import Any, TypeVar
 import pytest
 from pg_fixtures import Stall, pg_conninfo_fixture, pg_server_fixture  # noqa: F401
 
-from reference_impl.threadlog import (
+from contract.threadlog import (
     Assignment,
-    InMemoryThreadLogStore,
     LockTimeout,
     LogEntry,
     StaleEpoch,
-    ThreadLog,
     ThreadLogError,
     ThreadLogStore,
 )
+from reference_impl.threadlog import InMemoryThreadLogStore, ThreadLog
 
 T = TypeVar("T")
 

@@ -20,16 +20,9 @@ from typing import Any, TypeVar
 import pytest
 from pg_fixtures import Stall, pg_conninfo_fixture, pg_server_fixture  # noqa: F401
 
-from reference_impl import faultpoints
-from reference_impl.threadlog import (
-    Assignment,
-    InMemoryThreadLogStore,
-    LockTimeout,
-    LogEntry,
-    StaleEpoch,
-    ThreadLog,
-    TransactionAborted,
-)
+from contract import faultpoints
+from contract.threadlog import Assignment, LockTimeout, LogEntry, StaleEpoch, TransactionAborted
+from reference_impl.threadlog import InMemoryThreadLogStore, ThreadLog
 
 T = TypeVar("T")
 

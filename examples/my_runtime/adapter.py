@@ -32,7 +32,7 @@ class MyRuntime:
     # The app's ports are the harness world's own: its model calls and access checks reach
     # the world's provider and identity, so provider faults and revocations reach it too.
     world_endpoints = ("provider", "identity")
-    # Its code names its fault points with reference_impl.faultpoints, so it stops at all.
+    # Its code names its fault points with contract.faultpoints, so it stops at all.
     points = tuple(POINTS)
 
     def __init__(self, ctx: RunContext, hand_off: bool) -> None:

@@ -27,6 +27,14 @@ from harness.adapters.base import (
     lacking,
     world_endpoints,
 )
+from harness.adapters.opening import (
+    deterministic,
+    open_run,
+    run_history,
+    runtime_clock,
+    runtime_config,
+    suite_clock,
+)
 from harness.checkers.base import CheckConfig
 from harness.errors import AdapterNotFound, AdapterUnavailable, DurableChaosError, UsageError
 
@@ -49,9 +57,15 @@ __all__ = [
     "builtin_names",
     "claimed_invariants",
     "describe_builtin",
+    "deterministic",
     "lacking",
     "load_adapter",
+    "open_run",
     "preflight",
+    "run_history",
+    "runtime_clock",
+    "runtime_config",
+    "suite_clock",
     "world_endpoints",
 ]
 

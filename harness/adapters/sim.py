@@ -7,6 +7,7 @@ Also the base a user reaches for when wiring another application onto the simula
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -15,6 +16,7 @@ from contract.faultpoints import POINTS as FAULT_POINTS
 from contract.ports import Config, Ports
 from harness.adapters.base import WORLD_ENDPOINTS, RunContext
 from harness.checkers.base import CheckConfig
+from harness.clock import wall_clock_follows
 from harness.errors import SimulationError
 from harness.history import History
 from harness.sim import Simulator
@@ -37,7 +39,7 @@ class SimRuntime:
     # The app's ports are the world's own (`World.ports`): its model calls and identity
     # checks reach the harness's provider and directory.
     world_endpoints: tuple[str, ...] = WORLD_ENDPOINTS
-    # The simulator stops at any point the app's code reaches (reference_impl.faultpoints).
+    # The simulator stops at any point the app's code reaches (contract.faultpoints).
     points: tuple[str, ...] = tuple(FAULT_POINTS)
 
     def __init__(self, ctx: RunContext, build: AppBuilder, *, idle_timeout: float = 5.0) -> None:
@@ -62,6 +64,10 @@ class SimRuntime:
 
     def now(self) -> float:
         return self.sim.clock.now()
+
+    def wall_clock(self) -> AbstractContextManager[None]:
+        """Handlers read the run's virtual time from the wall clock too."""
+        return wall_clock_follows(self.sim.clock)
 
     def advance(self, until: float) -> None:
         self.sim.run(until=until)

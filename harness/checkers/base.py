@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
+from contract.thresholds import HAND_OFF_AFTER, MAX_WAIT
 from harness.history import History, Record, fmt_duration
 
 Valid = bool | None
@@ -21,8 +22,8 @@ Valid = bool | None
 class CheckConfig:
     """Thresholds the checkers judge against, in scenario seconds on every engine."""
 
-    hand_off_after: float = 300.0
-    max_wait: float = 8 * 86400.0
+    hand_off_after: float = HAND_OFF_AFTER
+    max_wait: float = MAX_WAIT
     # Slack for work that legitimately happens after the bound (a step, a retry back-off).
     tolerance: float = 60.0
     # After the last fault heals, every session must be idle within this bound.

@@ -288,7 +288,7 @@ class ContainerPostgres(_pg.PostgresServer):
                 wrapper = _start(image, "postgres", self.run, command=["postgres", *args],
                                  env={"POSTGRES_HOST_AUTH_METHOD": "trust"})
             else:
-                user = _pg._server_user()
+                user = _pg.server_user()
                 binaries = _pg.find_binaries()
                 _pg._chown(self._base_dir, user)
                 template = _pg._template(binaries, user)
@@ -370,9 +370,9 @@ class ContainerRestate(RestateServer):
         started = time.monotonic()
         image = _image("restate")
         self._base_dir = scratch_dir("restate-")
-        from harness.components.restate import _Ports
+        from harness.components.restate import RestatePorts
 
-        self.ports = _Ports.free()
+        self.ports = RestatePorts.free()
         self._admin_url = f"http://127.0.0.1:{self.ports.admin}"
         self._ingress_url = f"http://127.0.0.1:{self.ports.ingress}"
         env = {"DO_NOT_TRACK": "1", "NO_COLOR": "1"}

@@ -34,7 +34,8 @@ from harness.components.net import free_port, wait_until
 from harness.components.procs import ProcessGroup, release_sysv_segments, scratch_dir
 from harness.errors import ComponentUnavailable
 
-__all__ = ["PostgresBinaries", "PostgresServer", "PostgresUnavailable", "find_binaries"]
+__all__ = ["PostgresBinaries", "PostgresServer", "PostgresUnavailable", "find_binaries",
+           "server_user"]
 
 _VERSIONED_BIN_GLOB = "/usr/lib/postgresql/*/bin"
 _INSTALL_HINT = "install them with `apt-get install postgresql-15`"
@@ -155,7 +156,7 @@ class PostgresServer:
 
     def start(self) -> None:
         binaries = self._binaries or find_binaries()
-        user = _server_user()
+        user = server_user()
         self._base_dir = scratch_dir("pg-")
         try:
             _chown(self._base_dir, user)
@@ -247,7 +248,7 @@ def _stop_postmaster(group: ProcessGroup) -> None:
     group.kill()
 
 
-def _server_user() -> str | None:
+def server_user() -> str | None:
     """The user PostgreSQL runs as: None (ourselves) unless we are root."""
     if os.geteuid() != 0:
         return None

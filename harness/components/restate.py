@@ -30,6 +30,7 @@ __all__ = [
     "AdminClient",
     "PinnedCount",
     "RestateError",
+    "RestatePorts",
     "RestateServer",
     "RestateUnavailable",
     "RetryPolicy",
@@ -280,13 +281,13 @@ def _quote(part: str) -> str:
 
 
 @dataclass
-class _Ports:
+class RestatePorts:
     node: int = 0
     admin: int = 0
     ingress: int = 0
 
     @classmethod
-    def free(cls) -> _Ports:
+    def free(cls) -> RestatePorts:
         return cls(free_port(), free_port(), free_port())
 
 
@@ -327,7 +328,7 @@ class RestateServer:
     _group: ProcessGroup | None = field(default=None, init=False, repr=False)
     _base_dir: Path | None = field(default=None, init=False, repr=False)
     _admin: AdminClient | None = field(default=None, init=False, repr=False)
-    ports: _Ports = field(default_factory=_Ports, init=False)
+    ports: RestatePorts = field(default_factory=RestatePorts, init=False)
     startup_seconds: float | None = field(default=None, init=False)
 
     @classmethod
@@ -411,7 +412,7 @@ class RestateServer:
         log_dir = self.log_dir or self._base_dir
         started = time.monotonic()
         for attempt in range(_BIND_RETRIES):
-            self.ports = _Ports.free()
+            self.ports = RestatePorts.free()
             config = self._base_dir / "restate.toml"
             config.write_text(self.config_toml())
             group = ProcessGroup(

@@ -511,7 +511,7 @@ def _failing_run(run: RunOutcome, suite: SuiteOutcome, histories: _Histories, n:
     out.append(_code(source.schedule_toml, heading + " · scenario TOML", "schedule"))
     if shrunk is not None:
         out.append(_code(run.replay_command, "Replay the original run", "replay"))
-        steps = sum(1 for line in run.schedule_toml.splitlines() if line.strip() == "[[step]]")
+        steps = run.steps
         out.append(f'<details class="orig"><summary>Schedule of the original run '
                    f"({_plural(steps, 'step')})</summary>"
                    + _code(run.schedule_toml, "Original schedule · scenario TOML", "schedule")

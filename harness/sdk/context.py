@@ -56,7 +56,7 @@ from restate.vm import (
 )
 
 from harness.errors import SdkCallRefused
-from harness.sim.engine import Simulator, _Fenced
+from harness.sim.engine import Fenced, Simulator
 from harness.sim.model import Attempt, Entry, Invocation
 
 __all__ = ["Refused", "SdkContext", "SdkState", "sdk_state"]
@@ -759,6 +759,6 @@ def _settle_run(sim: Simulator, att: Attempt, entry: Entry, value: Any,
                 error: str | None) -> None:
     # A stale attempt (its host paused past the abort timeout) cannot write the journal.
     if att.invocation.attempt is not att:
-        raise _Fenced()
+        raise Fenced()
     sim._complete(entry, value, error)
 

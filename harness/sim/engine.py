@@ -46,7 +46,7 @@ FaultAction = tuple[Literal["pause"], float] | tuple[Literal["crash"], None]
 FaultPointHandler = Callable[[str, Host], "FaultAction | None"]
 
 
-class _Fenced(BaseException):
+class Fenced(BaseException):
     """Raised inside a stale attempt that tries to write its invocation's journal.
 
     A BaseException so that handler code catching `Exception` cannot swallow the fence.
@@ -591,7 +591,7 @@ class Simulator:
             self._finish(att, stop.value, None)
         except TerminalError as err:
             self._finish(att, None, err.message)
-        except _Fenced:
+        except Fenced:
             self._fenced(att)
         except JournalMismatch as err:
             self._mismatch(att, err)
@@ -776,7 +776,7 @@ class Simulator:
     def _replay(self, att: Attempt, kind: str, name: str) -> Entry | None:
         inv = att.invocation
         if inv.attempt is not att:
-            raise _Fenced()
+            raise Fenced()
         idx = att.cursor
         journal = inv.journal
         if idx < len(journal):
@@ -794,7 +794,7 @@ class Simulator:
     def _append(self, att: Attempt, entry: Entry) -> Entry:
         inv = att.invocation
         if inv.attempt is not att:
-            raise _Fenced()
+            raise Fenced()
         inv.journal.append(entry)
         att.cursor = len(inv.journal)
         if self.record_journal and entry.kind not in self._unrecorded:

@@ -54,8 +54,9 @@ from dbos import DBOS
 from dbos._context import get_local_dbos_context
 from dbos._error import DBOSBaseException, DBOSException
 
-from reference_impl import binding
-from reference_impl.binding import JSON, App, DurableFuture, HandlerRef
+from contract import binding
+from contract.binding import JSON, App, DurableFuture, HandlerRef
+from contract.ports import TimerPort
 from reference_impl.dbos.names import (
     INBOX,
     OBJECTS_QUEUE,
@@ -66,7 +67,6 @@ from reference_impl.dbos.names import (
     workflow_of,
 )
 from reference_impl.dbos.state import StateStore
-from reference_impl.ports import TimerPort
 
 __all__ = ["DbosContext", "DbosEngine", "install", "invoke"]
 

@@ -1,7 +1,7 @@
 """The binding's `Context` on Temporal, and an `App` as two generic workflows.
 
 The reference code (Controller, doTurn, ChatToolExecutor, PendingToolCall) is written against
-`reference_impl.binding.Context`, whose model is Restate's: services, virtual objects (one
+`contract.binding.Context`, whose model is Restate's: services, virtual objects (one
 exclusive handler at a time per key, key/value state), journaled steps, awakeables, calls and
 one-way sends. On Temporal each of those becomes a workflow:
 
@@ -70,9 +70,9 @@ from temporalio.common import (
 )
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from reference_impl import binding
-from reference_impl.binding import JSON, App, DurableFuture, HandlerRef
-from reference_impl.ports import TimerPort
+from contract import binding
+from contract.binding import JSON, App, DurableFuture, HandlerRef
+from contract.ports import TimerPort
 
 __all__ = [
     "ACTIVITIES",

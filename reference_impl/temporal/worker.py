@@ -24,7 +24,7 @@ from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerDeploymentConfig
 
-from reference_impl.binding import App
+from contract.binding import App
 from reference_impl.temporal.binding import (
     ACTIVITIES,
     HOST_ENV,

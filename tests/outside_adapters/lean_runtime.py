@@ -23,12 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from contract.binding import App, Context, Handler, HandlerFn
+from contract.ports import Config, Ports
 from harness.adapters.base import RunContext
 from harness.adapters.sim import SimRuntime
 from harness.checkers.base import CheckConfig
 from reference_impl.app import build_app
-from reference_impl.binding import App, Context, Handler, HandlerFn
-from reference_impl.ports import Config, Ports
 
 AppBuilder = Callable[[Ports, str], App]
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from contract.binding import App, Context, Handler, HandlerFn, Service
 from harness.adapters.sim import AppBuilder
 from reference_impl import app as app_module
 from reference_impl import controller as controller_module
@@ -28,7 +29,6 @@ from reference_impl import effects as effects_module
 from reference_impl import executor as executor_module
 from reference_impl import pending as pending_module
 from reference_impl import turn as turn_module
-from reference_impl.binding import App, Context, Handler, HandlerFn, Service
 
 __all__ = ["CtxProxy", "rebind", "replace_handler", "variant", "with_ctx"]
 

@@ -13,10 +13,10 @@ from dataclasses import replace
 from typing import Any
 from weakref import WeakKeyDictionary
 
+from contract.binding import Context
+from contract.ports import Mailer, Ports
 from harness.adapters.sim import SimAdapter
-from reference_impl.binding import Context
 from reference_impl.effects import Effected, Guard, email_message_id, run_effect
-from reference_impl.ports import Mailer, Ports
 from tests.planted._plant import variant
 
 INVARIANT = "no-duplicate-effects"

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from contract import faultpoints
+from contract.ports import Ports
 from harness.adapters.sim import SimAdapter
-from reference_impl import faultpoints
 from reference_impl.effects import SessionLog, model_key
-from reference_impl.ports import Ports
 from reference_impl.turn import transcript
 from tests.planted._plant import variant
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from contract.binding import App
+from contract.ports import Ports
 from harness.adapters.sim import SimAdapter
 from reference_impl.app import build_app
-from reference_impl.binding import App
-from reference_impl.ports import Ports
 
 INVARIANT = "pinning-bound"
 

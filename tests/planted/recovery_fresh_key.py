@@ -8,11 +8,11 @@ new idempotency key, as if the earlier attempt had certainly failed.
 
 from __future__ import annotations
 
+from contract.binding import Context
+from contract.ports import Ports, ToolSpec
 from harness.adapters.sim import SimAdapter
-from reference_impl.binding import Context
 from reference_impl.effects import SessionLog, run_effect
 from reference_impl.executor import ToolCall, ToolRun, run_tool
-from reference_impl.ports import Ports, ToolSpec
 from tests.planted._plant import rebind, variant
 
 INVARIANT = "conservative-recovery"

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from contract.binding import App
+from contract.ports import Ports
 from harness.adapters.sim import SimAdapter
 from reference_impl.app import build_app
-from reference_impl.binding import App
 from reference_impl.pending import build_pending_service
-from reference_impl.ports import Ports
 
 INVARIANT = "access-rechecked"
 

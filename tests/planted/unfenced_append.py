@@ -10,16 +10,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from contract import faultpoints
+from contract.binding import App
+from contract.ports import Ports
+from contract.threadlog import LogEntry, TransactionAborted
 from harness.adapters.sim import SimAdapter
-from reference_impl import faultpoints
 from reference_impl.app import build_app
-from reference_impl.binding import App
-from reference_impl.ports import Ports
-from reference_impl.threadlog import (
-    InMemoryThreadLogStore,
-    LogEntry,
-    TransactionAborted,
-)
+from reference_impl.threadlog import InMemoryThreadLogStore
 
 INVARIANT = "fencing"
 
