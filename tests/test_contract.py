@@ -450,3 +450,31 @@ def test_a_witness_of_a_run_on_a_real_engine_gives_real_seconds_beside_scenario_
     assert "(real" not in History().add("run.end", time=5.0).describe()
     real = History(wall=lambda: 1.25)
     assert real.add("run.end", time=300.0).describe() == "#0 t=5.0m (real 1.25s) run.end"
+
+
+def test_the_thresholds_have_one_home_that_the_runtime_and_the_checkers_default_from() -> None:
+    from contract.ports import Config
+    from contract.thresholds import HAND_OFF_AFTER, MAX_WAIT
+    from harness.checkers.base import CheckConfig
+
+    assert (HAND_OFF_AFTER, MAX_WAIT) == (300.0, 8 * 86400.0)  # 5 minutes, 8 days
+    # Each default is the contract's name, not a second literal that could drift from it.
+    for path, cls in ((ROOT / "contract" / "ports.py", "Config"),
+                      (ROOT / "harness" / "checkers" / "base.py", "CheckConfig")):
+        [node] = [n for n in ast.parse(path.read_text(encoding="utf-8")).body
+                  if isinstance(n, ast.ClassDef) and n.name == cls]
+        defaults = {f.target.id: ast.unparse(f.value) for f in node.body
+                    if isinstance(f, ast.AnnAssign) and isinstance(f.target, ast.Name)
+                    and f.value is not None}
+        assert defaults["hand_off_after"] == "HAND_OFF_AFTER", (cls, defaults)
+        assert defaults["max_wait"] == "MAX_WAIT", (cls, defaults)
+    assert (Config().hand_off_after, Config().max_wait) == (
+        CheckConfig().hand_off_after, CheckConfig().max_wait)
+
+
+def test_the_invariant_names_are_those_of_the_checkers() -> None:
+    # A scenario's [expect] is read against contract.invariants, with no checker imported.
+    from contract.invariants import INVARIANTS
+    from harness.checkers import ALL
+
+    assert tuple(c.name for c in ALL) == INVARIANTS

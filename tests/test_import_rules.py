@@ -3,8 +3,10 @@
 What they keep: the supervision and evidence modules stand alone (they import only the
 error hierarchy), so that what protects the judging process depends on nothing it guards;
 the judging side (suite, CLI, plugin, fan-out) never calls into an adapter itself: runs and
-the contract check are jobs sent to a worker (harness.jobs); the plugin does not import the
-simulator, the runner does not import the report.
+the contract check are jobs sent to a worker (harness.jobs); the layers of the run path
+(adapters, schedules, the runner, conformance, fixtures and plugin) import only what is
+below them; no module reaches into another's private names; the public packages say what
+they export (`__all__`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,19 @@ import pytest
 HARNESS = Path(__file__).resolve().parents[1] / "harness"
 
 
+ROOT = HARNESS.parent
+# Where the private-name rule holds: the harness, the contract and the reference.
+PACKAGES = ("harness", "contract", "reference_impl")
+
+
 def _tree(module: str) -> ast.Module:
     return ast.parse((HARNESS / f"{module}.py").read_text(encoding="utf-8"))
+
+
+def _modules(pattern: str) -> list[str]:
+    """The modules of harness/ matching a glob (`adapters/*`), as `_imports` takes them."""
+    return sorted(str(path.relative_to(HARNESS).with_suffix(""))
+                  for path in HARNESS.glob(f"{pattern}.py"))
 
 
 def _imports(module: str) -> set[str]:
@@ -43,15 +56,116 @@ def test_supervision_and_evidence_import_only_the_error_hierarchy(
     assert not imported, imported
 
 
+def _banned(module: str, banned: str) -> list[str]:
+    return sorted(n for n in _imports(module) if n == banned or n.startswith(banned + "."))
+
+
 @pytest.mark.parametrize(("module", "banned"), [
-    ("plugin", "harness.sim"),
-    ("run", "harness.report"),
-    ("conformance", "harness.suite"),
     ("suite", "harness.sim"),
     ("cli", "harness.sim"),
 ])
 def test_module_does_not_import(module: str, banned: str) -> None:
-    assert not [n for n in _imports(module) if n == banned or n.startswith(banned + ".")]
+    assert not _banned(module, banned)
+
+
+# The import rules of the run path (issue 23): each layer imports only what is below it.
+RULES = [
+    # The adapters drive a runtime; judging it is not theirs. The thresholds they hand the
+    # checkers (`CheckConfig`, returned by `check_config()`) are the one name they take.
+    ("adapters/*", "harness.checkers", {"harness.checkers.base",
+                                        "harness.checkers.base.CheckConfig"}),
+    # The contract check opens a runtime as a run does (harness.adapters.open_run), without
+    # the runner.
+    ("conformance", "harness.run", set()),
+    ("conformance", "harness.exploration", set()),
+    ("conformance", "harness.suite", set()),
+    # Loaded when pytest starts, for projects that may never ask for chaos.
+    ("fixtures", "harness.sim", set()),
+    ("plugin", "harness.sim", set()),
+    # A schedule is data: reading or generating one needs no runtime and no checker.
+    ("schedules/*", "harness.adapters", set()),
+    ("schedules/*", "harness.checkers", set()),
+    # The runner runs and judges; the report and the engine are not its business.
+    ("run", "harness.report", set()),
+    ("run", "harness.sim", set()),
+    ("exploration", "harness.report", set()),
+    ("exploration", "harness.sim", set()),
+]
+
+
+@pytest.mark.parametrize(("pattern", "banned", "allowed"), RULES,
+                         ids=[f"{p}-not-{b}" for p, b, _ in RULES])
+def test_the_layers_of_the_run_path(pattern: str, banned: str, allowed: set[str]) -> None:
+    modules = _modules(pattern)
+    assert modules, f"no module matches {pattern}"
+    broken = {m: found for m in modules
+              if (found := [n for n in _banned(m, banned) if n not in allowed])}
+    assert not broken, broken
+
+
+def test_an_import_rule_sees_an_import_hidden_in_a_function(tmp_path: Path) -> None:
+    # The rules read every import of a module, a function's own too: hiding one there does
+    # not pass them.
+    tree = ast.parse("def f():\n    from harness.checkers import ALL\n")
+    hidden = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert hidden == {"harness.checkers"}
+    assert "harness.checkers" in _imports_of(tree)
+
+
+def _imports_of(tree: ast.Module) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def _private_imports(path: Path) -> list[str]:
+    """The private names (`_x`, not dunders) `path` imports from another module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found += [f"{node.module}.{alias.name}" for alias in node.names
+                      if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_a_private_name_from_another() -> None:
+    # What two modules share is public in its home; a private name stays in its module.
+    # (A private module behind a package, such as harness.checkers._common, is imported by
+    # its own package's modules under public names.)
+    found = {str(path.relative_to(ROOT)): names
+             for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))
+             if (names := _private_imports(path))}
+    assert not found, found
+
+
+def test_the_private_name_rule_catches_one(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from harness.run import _replay, wall\nfrom x import __version__\n")
+    assert _private_imports(module) == ["harness.run._replay"]
+
+
+def test_every_public_package_says_what_it_exports() -> None:
+    packages = [path for package in PACKAGES for path in (ROOT / package).rglob("__init__.py")]
+    assert packages
+    missing = [str(path.relative_to(ROOT)) for path in packages
+               if not any(isinstance(node, ast.Assign | ast.AnnAssign)
+                          and "__all__" in ast.unparse(node)
+                          for node in ast.parse(path.read_text(encoding="utf-8")).body)]
+    assert not missing, missing
+
+
+def test_the_re_export_shim_of_the_runner_is_gone() -> None:
+    # One home per name: harness.run, harness.exploration, harness.suite, harness.progress.
+    assert not (HARNESS / "runner.py").exists()
+    users = [str(p.relative_to(ROOT)) for d in ("harness", "tests", "benchmarks", "examples")
+             for p in (ROOT / d).rglob("*.py")
+             if "harness.runner" in p.read_text(encoding="utf-8")
+             and p != Path(__file__).resolve()]
+    assert not users, users
 
 
 # What runs adapter code: only a worker calls these (harness.jobs, harness.fanout.run_batch).

@@ -140,12 +140,6 @@ class ClockEffects(Protocol):
     def clock_jump(self, seconds: float) -> None: ...
 
 
-LINKS: tuple[str, ...] = ("pg", "world")
-"""Network links a runtime may expose: workers -> PostgreSQL ("pg"), workers -> the world
-("world": the model provider, outbox, ledger, identity, catalog and cards)."""
-TOXICS: tuple[str, ...] = ("latency", "timeout", "reset_peer", "down")
-
-
 @runtime_checkable
 class NetworkFaults(Protocol):
     """A runtime whose network links can be degraded for a while (Toxiproxy)."""

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from harness.adapters.base import LINKS, TOXICS, NetworkFaults, RunContext
+from harness.adapters.base import NetworkFaults, RunContext
 from harness.adapters.engine import (
     REPO_ROOT,
     Deployment,
@@ -53,8 +53,6 @@ from harness.world_server import Timer
 __all__ = [
     "ADMIN_ENV",
     "INGRESS_ENV",
-    "LINKS",
-    "TOXICS",
     "NaiveRestateAdapter",
     "NetworkFaults",
     "ReferenceRestateAdapter",

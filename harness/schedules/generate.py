@@ -33,8 +33,7 @@ from typing import TypeVar
 
 from contract.faultpoints import POINTS
 from contract.services import FAULT_NAMES, SERVICES
-from harness.adapters.base import LINKS, TOXICS
-from harness.schedules.model import Schedule, Step
+from harness.schedules.model import LINKS, TOXICS, Schedule, Step
 
 DAY = 86400
 T = TypeVar("T")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from contract.services import FAULT_NAMES, SERVICES
+from contract.thresholds import MAX_WAIT
 
 # action -> (required params, optional params with defaults)
 ACTIONS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
@@ -33,6 +34,11 @@ ACTIONS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
 }
 
 # `do = "provider"` (a scenario file's older step) reads as a service fault on "provider".
+# The network links a `network` step may name: workers -> PostgreSQL ("pg"), workers -> the
+# world ("world": the model provider, outbox, ledger, identity, catalog and cards); and how
+# it degrades them. A runtime with `NetworkFaults` (harness.adapters.base) exposes them.
+LINKS: Final[tuple[str, ...]] = ("pg", "world")
+TOXICS: Final[tuple[str, ...]] = ("latency", "timeout", "reset_peer", "down")
 LEGACY_ACTIONS: Final = {"provider": "service-fault"}
 
 FAULT_ACTIONS: Final = frozenset({"gc-pause", "crash", "deploy", "service-fault", "arm",
@@ -53,7 +59,7 @@ APPROVAL_TOOLS: Final = ("send_email", "charge_card")
 # two devices); one this long after the session's last message, a late one (the default
 # `max_wait`, 8 days).
 DUPLICATE_WITHIN: Final = 60.0
-LATE_AFTER: Final = 8 * 86400.0
+LATE_AFTER: Final = MAX_WAIT
 
 MAX_DURATION: Final = 3650 * 86400.0  # ten years of scenario time
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}

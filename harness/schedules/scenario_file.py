@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from contract.faultpoints import POINTS
+from contract.invariants import INVARIANTS
 from contract.services import FAULT_ALIASES, FAULT_NAMES, SERVICES
 from harness.errors import ScenarioError
 from harness.schedules.model import (
     ACTIONS,
     LEGACY_ACTIONS,
+    LINKS,
+    TOXICS,
     Schedule,
     Step,
     format_duration,
@@ -165,12 +168,10 @@ def _expect(raw: Any, where: str) -> tuple[tuple[str, str], ...]:
     examples/temporal_approval writes `pinning-bound = "fail"` and its run is red when it
     shows. Normalized to (name, value) pairs, value "fails" for the names in `fails`.
     """
-    from harness.checkers import ALL
-
     if not isinstance(raw, dict):
         raise ScenarioError(where, "expect", "expected a table",
                             'write [expect] then all = "pass"')
-    invariants = [c.name for c in ALL]
+    invariants = list(INVARIANTS)
     out: dict[str, str] = {}
     if "fails" in raw:
         fails = raw["fails"]
@@ -274,8 +275,6 @@ def _validate(action: str, params: dict[str, Any], where: str, here: str) -> Non
             raise ScenarioError(where, f"{here}.action", f"unknown action "
                                 f"{params['action']!r}", "use 'crash' or 'pause'")
     if action == "network":
-        from harness.adapters.base import LINKS, TOXICS
-
         if params["link"] not in LINKS:
             raise ScenarioError(where, f"{here}.link", f"unknown link {params['link']!r}",
                                 f"use one of {list(LINKS)}")
