@@ -9,7 +9,9 @@
   run (every CI job and bookmark reads `DIR/index.html`).
 - Files a person or CI reads (`index.html`, `junit.xml`) are written by `atomic_write_text`:
   a temporary file beside it, fsynced, then `os.replace`, so a kill or an interrupt while
-  writing leaves the previous file whole or the new one whole.
+  writing leaves the previous file whole or the new one whole. The temporary file names its
+  writer (`.index.html.PID.tmp`); a SIGKILL leaves it behind, and the next run to lock the
+  directory removes those of writers that are gone (`sweep_temp_files`).
 - A write that fails (a full disk, a read-only directory) is `OutputUnwritable`, naming the
   path: the run could not be judged, exit 3, never a traceback.
 - Scratch directories (`durable-chaos-batch-PID-*`) belong to a live process; `sweep_scratch`
@@ -35,6 +37,7 @@ from harness.errors import OutputUnwritable, UsageError
 __all__ = [
     "LOCK_NAME", "SCRATCH_PREFIX", "ReportLock", "atomic_write_text", "claim_run_dir",
     "make_scratch", "pid_alive", "signals_deferred", "slug", "sweep_scratch",
+    "sweep_temp_files",
 ]
 
 LOCK_NAME = ".durable-chaos.lock"
@@ -68,6 +71,11 @@ def claim_run_dir(report_dir: Path, adapter: str, name: str) -> Path:
     raise OutputUnwritable(str(parent), "a million runs of one name")
 
 
+TEMP_SUFFIX = ".tmp"
+# `atomic_write_text`'s temporary file: `.NAME.PID.tmp`, PID its writer's.
+_TEMP_NAME = re.compile(r"\..+\.(\d+)" + re.escape(TEMP_SUFFIX))
+
+
 def write_text(path: Path, text: str) -> None:
     """A plain write whose failure names the path (`OutputUnwritable`)."""
     try:
@@ -78,7 +86,7 @@ def write_text(path: Path, text: str) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write `text` to `path` so that a reader, or a kill, sees the old file or the new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}{TEMP_SUFFIX}")
     try:
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -158,6 +166,8 @@ class ReportLock:
             handle.write(f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}\n")
             handle.flush()
         self._handle = handle
+        # The directory is ours now: what a killed writer left half-written goes.
+        sweep_temp_files(self.path.parent)
 
     def release(self) -> None:
         if self._handle is not None:
@@ -196,6 +206,26 @@ def pid_alive(pid: int) -> bool:
             return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return True  # no /proc (not Linux): os.kill said it exists
+
+
+def sweep_temp_files(directory: Path) -> int:
+    """Remove the temporary files `atomic_write_text` left in `directory` when its writer
+    was killed before it could clean up (SIGKILL); how many were removed. A live writer's
+    are kept: it is writing them."""
+    removed = 0
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return 0
+    for entry in entries:
+        match = _TEMP_NAME.fullmatch(entry.name)
+        if match is None or pid_alive(int(match.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.is_file() and not entry.is_symlink():
+                entry.unlink()
+                removed += 1
+    return removed
 
 
 def sweep_scratch(root: Path | None = None) -> int:

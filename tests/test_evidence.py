@@ -1,6 +1,7 @@
 """harness.evidence on its own: names that are never paths, unique run directories, the
-report directory's lock, atomic writes, signals held off while the report is written, and the
-sweep of a killed run's scratch. (The same rules through the CLI: tests/test_hostile.py.)"""
+report directory's lock, atomic writes (a SIGKILL while writing included), signals held off
+while the report is written, and the sweeps of a killed run's scratch and temporary files.
+(The same rules through the CLI: tests/test_hostile.py.)"""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from harness.evidence import (
     signals_deferred,
     slug,
     sweep_scratch,
+    sweep_temp_files,
 )
 
 
@@ -100,3 +102,108 @@ def test_the_sweep_removes_scratch_of_dead_owners_only(tmp_path: Path) -> None:
         path.mkdir()
     assert sweep_scratch(tmp_path) == 1
     assert not dead.exists() and mine.is_dir() and other.is_dir()
+
+
+# A process rewriting a large report (index.html, junit.xml) in a loop through the atomic
+# writer; it marks where it is by creating files (`reached-*`), and, when asked, stops
+# inside a write (the temporary file written and fsynced, not yet in place) until killed.
+WRITER = r"""
+import itertools, os, signal, sys
+from pathlib import Path
+from harness import evidence
+
+out, stop_in = Path(sys.argv[1]), sys.argv[2]
+writing = [""]
+fsync = os.fsync
+
+def fsync_then_maybe_stop(fd):
+    fsync(fd)
+    if writing[0] == stop_in:
+        (out / f"reached-in-{stop_in}").touch()
+        while True:
+            signal.pause()  # the kill comes here
+
+evidence.os.fsync = fsync_then_maybe_stop
+for i in itertools.count(1):
+    writing[0] = f"{i}-index"
+    evidence.atomic_write_text(out / "index.html", f"<!doctype html><html><!--v{i}-->"
+                               + "<p>run</p>" * 200_000 + f"<!--v{i}--></html>\n")
+    writing[0] = f"{i}-junit"
+    evidence.atomic_write_text(out / "junit.xml", f'<?xml version="1.0"?><testsuites name="v{i}">'
+                               + '<testsuite name="s" tests="1"><testcase name="c"/></testsuite>'
+                               * 20_000 + f"<!--v{i}--></testsuites>\n")
+    (out / f"reached-after-{i}").touch()
+"""
+
+
+def _version_of_page(path: Path) -> int:
+    import re
+
+    text = path.read_text(encoding="utf-8")
+    head = re.match(r"<!doctype html><html><!--v(\d+)-->", text)
+    tail = re.search(r"<!--v(\d+)--></html>\n\Z", text)
+    assert head and tail and head.group(1) == tail.group(1), f"{path} is not whole"
+    return int(head.group(1))
+
+
+def _version_of_junit(path: Path) -> int:
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(path).getroot()  # raises on a torn file
+    assert len(root) == 20_000, f"{path} is not whole"
+    return int(root.get("name", "v0")[1:])
+
+
+def _kill_when(out: Path, stop_in: str, marker: str) -> None:
+    """Start the writer in its own process group, wait for `marker` to appear, SIGKILL the
+    group."""
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(out), stop_in],
+                            cwd=Path(__file__).resolve().parents[1], start_new_session=True)
+    try:
+        give_up = time.monotonic() + 120
+        while not (out / marker).exists():
+            assert proc.poll() is None, f"the writer ended with {proc.returncode}"
+            assert time.monotonic() < give_up, f"{marker} never appeared"
+            time.sleep(0.005)  # polling for the marker, not waiting a fixed time
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for reached in out.glob("reached-*"):
+        reached.unlink()
+
+
+def test_a_kill_while_writing_the_report_leaves_each_file_whole_and_the_sweep_clears_it(
+        tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    out.mkdir()
+    # Inside the write of index.html v2: it stays v1, whole; its temporary file is left.
+    _kill_when(out, "2-index", "reached-in-2-index")
+    assert (_version_of_page(out / "index.html"), _version_of_junit(out / "junit.xml")) == (1, 1)
+    assert len(list(out.glob(".index.html.*.tmp"))) == 1
+    # Inside the write of junit.xml v3: index.html is v3 already, junit.xml stays v2.
+    _kill_when(out, "3-junit", "reached-in-3-junit")
+    assert (_version_of_page(out / "index.html"), _version_of_junit(out / "junit.xml")) == (3, 2)
+    assert len(list(out.glob(".junit.xml.*.tmp"))) == 1
+    # Wherever the kill lands while it writes freely (after its fourth report): old or new.
+    _kill_when(out, "never", "reached-after-4")
+    assert _version_of_page(out / "index.html") in (4, 5)
+    assert _version_of_junit(out / "junit.xml") in (4, 5)
+    assert list(out.glob(".*.tmp"))  # the killed writers' temporary files are there
+    mine = out / f".junit.xml.{os.getpid()}.tmp"  # a live writer's: kept
+    mine.write_text("being written")
+    # The next run locks the directory and sweeps what the killed writers left.
+    with ReportLock(out):
+        assert sorted(p.name for p in out.glob(".*.tmp")) == [mine.name]
+    assert _version_of_page(out / "index.html") in (4, 5)
+
+
+def test_the_temp_sweep_removes_only_a_dead_writer_s_temporary_files(tmp_path: Path) -> None:
+    dead = tmp_path / ".index.html.999999999.tmp"
+    live = tmp_path / f".index.html.{os.getpid()}.tmp"
+    other = tmp_path / "index.html.999999999.tmp"  # not the atomic writer's (no dot first)
+    for path in (dead, live, other):
+        path.write_text("x")
+    assert sweep_temp_files(tmp_path) == 1
+    assert not dead.exists() and live.exists() and other.exists()
