@@ -88,6 +88,21 @@ def contract_job(spec: str, limit: float | None) -> str | None:
     return None
 
 
+def check_contract(pool: Pool, adapter: Adapter, spec: str,
+                   options: RunOptions) -> str | None:
+    """The adapter contract checked on the pool under the run's limit: why it breaks (its
+    worker lost included), or None."""
+    limit = run_timeout(adapter, options)
+    # The check is a run too: an adapter that hangs in it must not hang its caller.
+    event = pool.run(contract_job, spec, limit, silence=silence_for(limit))
+    if event.kind == "done":
+        verdict: str | None = event.payload
+        return verdict
+    if event.kind == "lost":
+        return f"adapter {adapter.name!r}: the contract check ended its worker: {event.payload}"
+    return f"adapter {adapter.name!r}: {event.payload[1]!s}"
+
+
 def dispatch_runs(pool: Pool, adapter: Adapter, spec: str, schedules: Sequence[Schedule],
                   options: RunOptions, record: Callable[[RunOutcome], None],
                   deadline: float | None = None) -> bool:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from harness.checkers.base import Result, Violation
@@ -185,3 +187,50 @@ class SuiteOutcome:
 
     def of_adapter(self, adapter: str) -> Sequence[RunOutcome]:
         return [run for run in self.runs if run.adapter == adapter]
+
+
+# Under pytest-xdist each worker appends its finished runs to a spool file in the report
+# directory at once (`spool_runs`), so that a SIGTERM or Ctrl-C that ends the session, or a
+# worker killed, still leaves every finished run to the controller's one report
+# (`read_spools`).
+SPOOL_GLOB = ".xdist-runs-*.jsonl"
+
+
+def spool_of(report_dir: Path, worker: object) -> Path:
+    """The spool file of xdist worker `worker` (its id)."""
+    return report_dir / f".xdist-runs-{worker}.jsonl"
+
+
+def spool_runs(spool: Path, runs: Sequence[RunOutcome],
+               shrunk: Sequence[RunOutcome] = ()) -> None:
+    """Append finished runs (and minimal schedules found by shrinking) to `spool`."""
+    lines = [json.dumps({"shrunk": False, "run": r.to_json()}) for r in runs]
+    lines += [json.dumps({"shrunk": True, "run": r.to_json()}) for r in shrunk]
+    try:
+        with open(spool, "a", encoding="utf-8") as handle:
+            handle.write("".join(line + "\n" for line in lines))
+    except OSError:
+        pass  # the controller reports what it finds; the report says incomplete
+
+
+def read_spools(report_dir: Path | None) -> tuple[list[RunOutcome], list[RunOutcome]]:
+    """The xdist workers' finished runs and minimal schedules, from their spool files
+    (removed once read); a line cut short by a kill is skipped."""
+    runs: list[RunOutcome] = []
+    shrunk: list[RunOutcome] = []
+    if report_dir is None:
+        return runs, shrunk
+    for spool in sorted(report_dir.glob(SPOOL_GLOB)):
+        try:
+            lines = spool.read_text(encoding="utf-8").splitlines()
+            spool.unlink()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                data = json.loads(line)
+                outcome = RunOutcome.from_json(data["run"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            (shrunk if data.get("shrunk") else runs).append(outcome)
+    return runs, shrunk

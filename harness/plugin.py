@@ -31,17 +31,17 @@ comparison); appending a collector to the session's own collect report keeps the
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import random
 import signal
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from harness.settings import CACHE_KEY, DEFAULT_SCHEDULES, WORKER_SEED, OptionSource
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
@@ -50,18 +50,15 @@ if TYPE_CHECKING:
     from harness.outcome import RunOutcome
     from harness.run import RunOptions
     from harness.schedules.model import Schedule
+    from harness.settings import ChaosSettings
     from harness.supervisor import Pool
 
 # The fixtures live in their own module; pytest imports it with this plugin.
 pytest_plugins = ["harness.fixtures"]
 
-_T = TypeVar("_T")
 GROUP = "durable-chaos"
 SUITE_NODE = "durable-chaos"
 MARKER = "chaos"
-DEFAULT_SCHEDULES = 25
-CACHE_KEY = "durable-chaos/seed"
-_WORKER_SEED = "durable_chaos_seed"
 
 
 # ---------------------------------------------------------------------------- options
@@ -142,22 +139,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   "file)", default="")
 
 
-@dataclass(frozen=True)
-class ChaosSettings:
-    """The resolved chaos options of one session (the same in every xdist worker)."""
-
-    adapters: tuple[str, ...]
-    seed: int
-    schedules: int
-    report_dir: Path | None
-    scenarios: Path | None
-    seed_note: str = ""  # how the seed was chosen, for the header
-    run_timeout: float | None = None  # None: the engine's default; math.inf: no limit
-    workers: int = 1  # processes each generated item fans out over (harness.fanout)
-    # --chaos-invariants: overrides the adapters' `claims`; None keeps them.
-    invariants: tuple[str, ...] | None = None
-
-
 @dataclass
 class ChaosState:
     """Plugin state of one session, kept under `STATE` in `config.stash`."""
@@ -202,15 +183,10 @@ class ChaosState:
         a worker killed, still leaves every finished run to the controller's report."""
         self.runs.extend(runs)
         self.shrunk.extend(shrunk)
-        if self.spool is None:
-            return
-        lines = [json.dumps({"shrunk": False, "run": r.to_json()}) for r in runs]
-        lines += [json.dumps({"shrunk": True, "run": r.to_json()}) for r in shrunk]
-        try:
-            with open(self.spool, "a", encoding="utf-8") as handle:
-                handle.write("".join(line + "\n" for line in lines))
-        except OSError:
-            pass  # the controller reports what it finds; the report says incomplete
+        if self.spool is not None:
+            from harness.outcome import spool_runs
+
+            spool_runs(self.spool, runs, shrunk)
 
     def pool(self) -> Pool:
         """The session's supervised worker processes (harness.supervisor): every collected
@@ -225,233 +201,35 @@ class ChaosState:
     def contract(self, spec: str) -> str | None:
         """Check the adapter contract once per process; the failure message, or None."""
         if spec not in self.contracts:
-            from harness.jobs import contract_job
-            from harness.run import run_timeout
-            from harness.supervisor import silence_for
+            from harness.jobs import check_contract
 
-            adapter = self.adapters[spec]
-            limit = run_timeout(adapter, self.options(spec))
-            # The check is a run too: an adapter that hangs in it must not hang pytest.
-            event = self.pool().run(contract_job, spec, limit, silence=silence_for(limit))
-            if event.kind == "done":
-                self.contracts[spec] = event.payload
-            elif event.kind == "lost":
-                self.contracts[spec] = (f"adapter {adapter.name!r}: the contract check "
-                                        f"ended its worker: {event.payload}")
-            else:
-                self.contracts[spec] = f"adapter {adapter.name!r}: {event.payload[1]!s}"
+            self.contracts[spec] = check_contract(self.pool(), self.adapters[spec], spec,
+                                                  self.options(spec))
         return self.contracts[spec]
 
 
 STATE = pytest.StashKey[ChaosState]()
 
 
-class _Source:
-    """Where an option's value came from, for error messages that say so."""
-
-    def __init__(self, config: pytest.Config, flag: str, ini: str) -> None:
-        self.config, self.flag, self.ini = config, flag, ini
-
-    def value(self) -> tuple[Any, str]:
-        config = self.config
-        cli = config.getoption(self.flag.lstrip("-").replace("-", "_"))
-        if cli is not None:
-            return cli, self._cli()
-        ini = config.getini(self.ini)
-        if ini not in ("", [], None):
-            return ini, self._ini()
-        return None, f"the default of {self.flag}"
-
-    def _cli(self) -> str:
-        args = [str(a) for a in self.config.invocation_params.args]
-        if any(a == self.flag or a.startswith(self.flag + "=") for a in args):
-            return f"{self.flag} on the command line"
-        if self.flag in os.environ.get("PYTEST_ADDOPTS", ""):
-            return f"{self.flag} in PYTEST_ADDOPTS"
-        if self.config.inipath is not None:
-            return f"{self.flag} in addopts of the ini file {self.config.inipath.name}"
-        return f"{self.flag} on the command line"
-
-    def _ini(self) -> str:
-        args = [str(a) for a in self.config.invocation_params.args]
-        if any(f"{self.ini}=" in a for a in args):
-            return f"{self.ini} in -o/--override-ini on the command line"
-        inipath = self.config.inipath
-        return f"{self.ini} in the ini file {inipath.name if inipath else '(none)'}"
-
-    def base_dir(self, source: str) -> Path:
-        """Relative paths: from the ini file's directory for ini values, else the cwd."""
-        inipath = self.config.inipath
-        if source.startswith(self.ini) and inipath is not None:
-            return inipath.parent
-        return self.config.invocation_params.dir
-
-
-def _resolve(config: pytest.Config) -> ChaosSettings | None:
-    raw, where = _Source(config, "--chaos-adapter", "chaos_adapter").value()
-    specs: list[str] = []
-    for item in raw or []:
-        for spec in str(item).split(","):
-            spec = spec.strip()
-            if spec and spec not in specs:
-                specs.append(spec)
-    if not specs or specs == ["none"]:
-        return None
-    if "none" in specs:
-        raise pytest.UsageError(f"{where}: 'none' turns the suite off and cannot be combined "
-                                f"with adapters ({', '.join(specs)})")
-    schedules = _schedules(config)
-    seed, note = _seed(config)
-    return ChaosSettings(
-        adapters=tuple(specs),
-        seed=seed,
-        schedules=schedules,
-        report_dir=_report_dir(config),
-        scenarios=_scenarios_path(config),
-        seed_note=note,
-        run_timeout=_run_timeout(config),
-        workers=_workers(config),
-        invariants=_invariants(config),
-    )
-
-
-def _invariants(config: pytest.Config) -> tuple[str, ...] | None:
-    raw, where = _Source(config, "--chaos-invariants", "chaos_invariants").value()
-    from harness import settings
-
-    return _usage(settings.invariant_names, raw, where)
-
-
-def _usage(parse: Callable[[Any, str], _T], raw: Any, where: str) -> _T:
-    """`parse(raw, where)` (harness.settings), its usage error pytest's own."""
-    from harness.errors import UsageError
-
-    try:
-        return parse(raw, where)
-    except UsageError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
-def _workers(config: pytest.Config) -> int:
-    raw, where = _Source(config, "--chaos-workers", "chaos_workers").value()
-    if raw is None:
-        return 1
-    try:
-        number = int(str(raw).strip())
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise pytest.UsageError(f"{where}: expected a number of worker processes >= 1, "
-                                f"got {raw!r}")
-    from harness import settings
-
-    def warn(text: str) -> None:
-        config.issue_config_time_warning(pytest.PytestConfigWarning(text), stacklevel=2)
-
-    return settings.workers(number, where, warn)
-
-
-def _run_timeout(config: pytest.Config) -> float | None:
-    raw, where = _Source(config, "--chaos-run-timeout", "chaos_run_timeout").value()
-    from harness import settings
-
-    return _usage(settings.run_timeout, None if raw is None else str(raw), where)
-
-
-def _schedules(config: pytest.Config) -> int:
-    raw, where = _Source(config, "--chaos-schedules", "chaos_schedules").value()
-    if raw is None:
-        return DEFAULT_SCHEDULES
-    try:
-        number = int(str(raw).strip())
-    except ValueError:
-        raise pytest.UsageError(f"{where}: expected a whole number of schedules such as 25, "
-                                f"got {raw!r}") from None
-    if number < 0:
-        raise pytest.UsageError(f"{where}: expected a number >= 0, got {number}")
-    return number
-
-
-def _seed(config: pytest.Config) -> tuple[int, str]:
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and _WORKER_SEED in workerinput:
-        return int(workerinput[_WORKER_SEED]), "from the xdist controller"
-    raw, where = _Source(config, "--chaos-seed", "chaos_seed").value()
-    if raw is None:
-        return random.Random().randrange(1_000_000), "fresh"
-    text = str(raw).strip()
-    if text == "last":
-        cache = getattr(config, "cache", None)
-        if cache is None:
-            raise pytest.UsageError(
-                f"{where}: 'last' reads the previous seed from pytest's cache, which is "
-                "disabled here (-p no:cacheprovider); pass the seed printed in the previous "
-                "run's header, or add -p cacheprovider"
-            )
-        last = cache.get(CACHE_KEY, None)
-        if isinstance(last, int):
-            return last, "reused with --chaos-seed=last"
-        return random.Random().randrange(1_000_000), "fresh: the cache held no previous seed"
-    try:
-        seed = int(text)
-    except ValueError:
-        raise pytest.UsageError(f"{where}: expected an integer seed or 'last', got {raw!r}"
-                                ) from None
-    if seed < 0:
-        raise pytest.UsageError(f"{where}: expected a seed >= 0, got {seed}")
-    return seed, "given"
-
-
-def _path_option(config: pytest.Config, flag: str, ini: str) -> Path | None:
-    source = _Source(config, flag, ini)
-    raw, where = source.value()
-    if raw is None or str(raw).strip() == "":
-        return None
-    path = Path(str(raw).strip()).expanduser()
-    return path if path.is_absolute() else source.base_dir(where) / path
-
-
-def _report_dir(config: pytest.Config) -> Path | None:
-    """`--chaos-report`, created and checked now (harness.settings.report_directory)."""
-    path = _path_option(config, "--chaos-report", "chaos_report")
-    if path is None:
-        return None
-    _, where = _Source(config, "--chaos-report", "chaos_report").value()
-    from harness import settings
-
-    return _usage(settings.report_directory, path, where)
-
-
-def _scenarios_path(config: pytest.Config) -> Path | None:
-    """The scenario file or directory: the option, else <rootdir>/scenarios if it holds any,
-    else the library shipped with durable-chaos (`builtin`, `builtin:real` name it)."""
-    from harness.errors import UsageError
-    from harness.schedules.library import NONE, default_sources, resolve
-
-    source = _Source(config, "--chaos-scenarios", "chaos_scenarios")
-    raw, where = source.value()
-    text = None if raw is None else str(raw).strip()
-    if text == NONE:
-        return None
-    try:
-        files = (default_sources(config.rootpath)[0].files if text is None
-                 else resolve(text, option=where, base=source.base_dir(where)).files)
-    except UsageError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    return files[0] if len(files) == 1 else files[0].parent
-
-
 # ---------------------------------------------------------------------------- session
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    settings = _resolve(config)
+    from harness import settings as options
+    from harness.errors import UsageError
+
+    def warn(text: str) -> None:
+        config.issue_config_time_warning(pytest.PytestConfigWarning(text), stacklevel=2)
+
+    try:
+        settings = options.from_pytest(config, warn)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
     if settings is None:
         return
     from harness.adapters import load_adapter
-    from harness.errors import UsageError
 
-    adapter_where = _Source(config, "--chaos-adapter", "chaos_adapter").value()[1]
+    adapter_where = OptionSource(config, "--chaos-adapter", "chaos_adapter").value()[1]
     adapters: dict[str, Adapter] = {}
     if getattr(config, "workerinput", None) is None:
         from harness.jobs import probe_adapters
@@ -472,7 +250,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except Exception as exc:  # an adapter whose module or constructor fails
             raise pytest.UsageError(f"{adapter_where}: adapter {spec!r} failed to load: "
                                     f"{type(exc).__name__}: {_one_line(str(exc))}") from None
-    components, where = _Source(config, "--chaos-components", "chaos_components").value()
+    components, where = OptionSource(config, "--chaos-components", "chaos_components").value()
     if components is not None and str(components).strip():
         from harness.components.stack import use_components
 
@@ -488,7 +266,12 @@ def pytest_configure(config: pytest.Config) -> None:
         from harness.evidence import sweep_scratch
 
         sweep_scratch()  # a killed session's scratch directories
-    config.stash[STATE].spool = _spool_of(config, settings.report_dir)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and settings.report_dir is not None:
+        from harness.outcome import spool_of
+
+        config.stash[STATE].spool = spool_of(settings.report_dir,
+                                             workerinput.get("workerid", os.getpid()))
     config.addinivalue_line("markers", f"{MARKER}: an item of the durable-chaos suite")
     _stop_on_sigterm(config.stash[STATE])
     if config.pluginmanager.hasplugin("xdist"):
@@ -555,7 +338,7 @@ def _lock_report_dir(config: pytest.Config, state: ChaosState) -> None:
     from harness.evidence import ReportLock
     from harness.suite import fresh_runs_dir
 
-    where = _Source(config, "--chaos-report", "chaos_report").value()[1]
+    where = OptionSource(config, "--chaos-report", "chaos_report").value()[1]
     lock = ReportLock(report_dir, option=where)
     try:
         lock.acquire()
@@ -563,6 +346,8 @@ def _lock_report_dir(config: pytest.Config, state: ChaosState) -> None:
         raise pytest.UsageError(str(exc)) from None
     state.lock = lock
     fresh_runs_dir(report_dir)
+    from harness.outcome import SPOOL_GLOB
+
     for stale in report_dir.glob(SPOOL_GLOB):  # a killed session's
         stale.unlink(missing_ok=True)
 
@@ -602,7 +387,7 @@ def _load_scenarios(config: pytest.Config, path: Path | None) -> list[Schedule]:
     from harness.errors import UsageError
     from harness.schedules.scenario_file import load_scenario
 
-    where = _Source(config, "--chaos-scenarios", "chaos_scenarios").value()[1]
+    where = OptionSource(config, "--chaos-scenarios", "chaos_scenarios").value()[1]
     files = sorted(path.glob("*.toml")) if path.is_dir() else [path]
     try:
         return [load_scenario(f) for f in files]
@@ -688,7 +473,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if getattr(config, "workerinput", None) is not None:
         return  # its runs are in its spool file, for the controller
-    _read_spools(state)
+    from harness.outcome import read_spools
+
+    runs, shrunk = read_spools(state.settings.report_dir)
+    state.runs += runs
+    state.shrunk += shrunk
     from harness.outcome import SuiteOutcome
     from harness.schedules.library import describe_sets
     from harness.suite import environment
@@ -742,41 +531,8 @@ class _XdistHooks:
     def pytest_configure_node(self, node: Any) -> None:
         state = chaos_state(self.config)
         if state is not None:
-            node.workerinput[_WORKER_SEED] = state.settings.seed
+            node.workerinput[WORKER_SEED] = state.settings.seed
 
-
-
-SPOOL_GLOB = ".xdist-runs-*.jsonl"
-
-
-def _spool_of(config: pytest.Config, report_dir: Path | None) -> Path | None:
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is None or report_dir is None:
-        return None
-    return report_dir / f".xdist-runs-{workerinput.get('workerid', os.getpid())}.jsonl"
-
-
-def _read_spools(state: ChaosState) -> None:
-    """The xdist workers' finished runs, from their spool files (removed once read); a line
-    cut short by a kill is skipped."""
-    from harness.outcome import RunOutcome
-
-    report_dir = state.settings.report_dir
-    if report_dir is None:
-        return
-    for spool in sorted(report_dir.glob(SPOOL_GLOB)):
-        try:
-            lines = spool.read_text(encoding="utf-8").splitlines()
-            spool.unlink()
-        except OSError:
-            continue
-        for line in lines:
-            try:
-                data = json.loads(line)
-                outcome = RunOutcome.from_json(data["run"])
-            except (ValueError, KeyError, TypeError):
-                continue
-            (state.shrunk if data.get("shrunk") else state.runs).append(outcome)
 
 
 # ---------------------------------------------------------------------------- collection
@@ -880,7 +636,9 @@ class ScenarioItem(_ChaosItem):
                           self.state.options(self.spec))
         self.state.record([outcome])
         if outcome.failed or outcome.unknown:
-            raise ChaosFailure(_scenario_failure(outcome, self.schedule))
+            from harness.report.failure import scenario
+
+            raise ChaosFailure(scenario(outcome, self.schedule))
         if outcome.expected_violations:
             names = ", ".join(r.checker for r in outcome.expected_violations)
             pytest.xfail(f"{names} violated, as the scenario's [expect] fails says (a known "
@@ -897,6 +655,7 @@ class InvariantItem(_ChaosItem):
     def runtest(self) -> None:
         from harness.fanout import explore_fanned
         from harness.jobs import run_one
+        from harness.report import failure
 
         adapter = self.adapter()
         if self.invariant not in self.state.claimed(self.spec):
@@ -919,15 +678,10 @@ class InvariantItem(_ChaosItem):
                    for m in found.shrunk]
         self.state.record(found.runs, minimal)
         if minimal:
-            raise ChaosFailure(_generated_failure(self, minimal[0], seed, found.examples))
-        crashed = [r for r in found.runs if r.error is not None]
-        if crashed:
-            first = crashed[0]
-            raise ChaosFailure(
-                f"{self.invariant}: unknown: the adapter crashed on {len(crashed)} of "
-                f"{len(found.runs)} generated schedule(s) (seed {seed}); first: {first.error}"
-                f"\n\nschedule:\n\n{first.schedule_toml}\n{_replay(first, self.spec)}"
-            )
+            raise ChaosFailure(failure.generated(self.invariant, self.spec, minimal[0], seed,
+                                                 found.examples, self.rerun(self.invariant)))
+        if any(r.error is not None for r in found.runs):
+            raise ChaosFailure(failure.crashed(self.invariant, self.spec, found.runs, seed))
 
 
 def _renamed(outcome: RunOutcome, name: str) -> Schedule:
@@ -937,69 +691,6 @@ def _renamed(outcome: RunOutcome, name: str) -> Schedule:
 
     schedule = parse_scenario(tomllib.loads(outcome.schedule_toml), "<shrunk>", name)
     return replace(schedule, name=name, source="generated", path=None)
-
-
-def _scenario_failure(outcome: RunOutcome, schedule: Schedule) -> str:
-    lines = []
-    if outcome.error is not None:
-        lines.append(f"unknown: the adapter crashed: {outcome.error}")
-    for name in outcome.unmet_expectations:
-        lines.append(f"{name}: held, but the scenario expects it to fail ([expect] fails): "
-                     f"the known bug it pins did not show; if it was fixed, remove {name} "
-                     "from [expect] fails")
-    for result in outcome.results:
-        if result.valid is False:
-            expected = (" (expected: [expect] fails)"
-                        if result.checker in outcome.expected_failures else "")
-            lines.append(f"{result.checker}{expected}: {_indent(result.witness(3))}")
-        elif result.valid is None and outcome.error is None:
-            lines.append(f"{result.checker}: unknown: {result.note}")
-    lines.append("")
-    lines.append(f"scenario {schedule.name} ({schedule.path}, seed {schedule.seed})"
-                 + (f", expected {outcome.expected}" if outcome.expected else ""))
-    lines.append(f"replay: {outcome.replay_command}")
-    return "\n".join(lines)
-
-
-def _generated_failure(item: InvariantItem, minimal: RunOutcome, seed: int,
-                       examples: int) -> str:
-    by_name = {r.checker: r for r in minimal.results}
-    result = by_name.get(item.invariant)
-    if result is not None and result.valid is False:
-        head = f"{item.invariant}: {_indent(result.witness(3))}"
-    else:
-        head = (f"{item.invariant}: failed while exploring, but the minimal schedule did not "
-                f"fail again when replayed ({result.outcome if result else 'not checked'})")
-    others = sorted(r.checker for r in minimal.results
-                    if r.valid is False and r.checker != item.invariant)
-    steps = minimal.steps
-    lines = [head]
-    if others:
-        lines.append(f"(this schedule also breaks: {', '.join(others)})")
-    lines += [
-        "",
-        f"minimal failing schedule ({steps} step(s), shrunk from the failure found after "
-        f"{examples} generated schedule(s), item seed {seed}):",
-        "",
-        minimal.schedule_toml.rstrip("\n"),
-        "",
-        _replay(minimal, item.spec),
-        f"rerun this item: {item.rerun(item.invariant)}",
-    ]
-    return "\n".join(lines)
-
-
-def _replay(outcome: RunOutcome, spec: str) -> str:
-    if outcome.history_path is not None:
-        return f"replay: {outcome.replay_command}"
-    from harness.replay import replay_command
-
-    return ("replay: save the schedule above as schedule.toml, then: "
-            + replay_command(spec, None))
-
-
-def _indent(text: str) -> str:
-    return text.replace("\n", "\n    ")
 
 
 def adapter_specs(config: pytest.Config) -> Sequence[str]:
