@@ -178,3 +178,14 @@ def test_the_judging_process_never_calls_an_adapter_itself(module: str) -> None:
               node.func.attr if isinstance(node.func, ast.Attribute) else ""
               for node in ast.walk(_tree(module)) if isinstance(node, ast.Call)}
     assert not called & ADAPTER_ENTRIES, called & ADAPTER_ENTRIES
+
+
+def test_steps_are_counted_from_data_never_by_scanning_toml() -> None:
+    # A run's steps travel as data (`RunOutcome.steps`, the `Schedule`); only the schedule
+    # package reads and writes scenario TOML. (fixtures.py tells a schedule's text from a
+    # path by it, and counts nothing.)
+    scanning = sorted(str(path.relative_to(HARNESS)) for path in HARNESS.rglob("*.py")
+                      if "schedules" not in path.parts and path.name != "fixtures.py"
+                      and any(isinstance(node, ast.Constant) and node.value == "[[step]]"
+                              for node in ast.walk(ast.parse(path.read_text("utf-8")))))
+    assert not scanning, scanning
