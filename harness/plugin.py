@@ -2,7 +2,9 @@
 
 Installing durable-chaos changes no other project's test run: without `--chaos-adapter` (or
 the ini key `chaos_adapter`) this module collects nothing, prints nothing and imports nothing
-of the harness; only the `chaos_*` fixtures exist, for tests that ask for them.
+of the harness but the option parser (`harness.settings`, which imports only the error
+hierarchy); only the `chaos_*` fixtures exist, for tests that ask for them. The hooks here
+read one `ChaosSettings`, parsed by `harness.settings.from_pytest`.
 
 With an adapter, the built-in suite is collected after the project's own tests, under one
 virtual node per adapter (`-m chaos` selects it, `-m "not chaos"` leaves it out):

@@ -189,3 +189,32 @@ def test_steps_are_counted_from_data_never_by_scanning_toml() -> None:
                       and any(isinstance(node, ast.Constant) and node.value == "[[step]]"
                               for node in ast.walk(ast.parse(path.read_text("utf-8")))))
     assert not scanning, scanning
+
+
+def _compares_to_sim(tree: ast.AST) -> bool:
+    return any(isinstance(node, ast.Compare)
+               and any(isinstance(c, ast.Constant) and c.value == "sim"
+                       for c in [node.left, *node.comparators])
+               for node in ast.walk(tree))
+
+
+@pytest.mark.parametrize("module", ["run", "conformance", "fixtures"])
+def test_the_runner_conformance_and_the_fixtures_open_a_run_one_way(module: str) -> None:
+    # One open_run (harness.adapters.opening): the history, the runtime's thresholds and the
+    # clock its body runs on are chosen there, never by the engine's name here.
+    called = {node.func.id if isinstance(node.func, ast.Name) else ""
+              for node in ast.walk(_tree(module)) if isinstance(node, ast.Call)}
+    assert "open_run" in called
+    assert not _compares_to_sim(_tree(module))
+
+
+def test_only_the_adapters_and_the_runtimes_branch_on_the_simulated_engine() -> None:
+    # The runtime classes (the kit's, the SDK's, the simulator's own) may; the run path may
+    # not: it asks harness.adapters (`deterministic`, `runtime_clock`, `suite_clock`).
+    runtimes = {"adapters", "sim", "sdk"}
+    branching = sorted(str(path.relative_to(HARNESS)) for path in HARNESS.rglob("*.py")
+                       if not runtimes & set(path.relative_to(HARNESS).parts[:-1])
+                       and path.name != "kit.py"
+                       and _compares_to_sim(ast.parse(path.read_text("utf-8"))))
+    assert not branching, branching
+    assert _compares_to_sim(ast.parse('if adapter.engine == "sim": pass'))
