@@ -175,6 +175,7 @@ def run_outcome(name: str, adapter: str, results: tuple[Result, ...], *, seed: i
     fields: dict[str, Any] = {
         "source": "scenario",
         "schedule_toml": f'name = "{name}"\n[[step]]\nat = "1h"\ndo = "message"\n',
+        "steps": 1,  # as the schedule above: one step
         "replay_command": f"durable-chaos replay --adapter {adapter} --seed {seed} "
                           f"scenarios/{name}.toml",
         "history_path": str(history) if history else None,

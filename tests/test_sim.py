@@ -423,7 +423,7 @@ def test_every_record_of_simulated_runs_is_in_the_vocabulary() -> None:
              "epoch", "key")
     kinds: set[str] = set()
     with pytest.MonkeyPatch.context() as mp, wall_clock_follows(VirtualClock()):
-        mp.setattr("harness.run.History", Kept)
+        mp.setattr("harness.adapters.opening.History", Kept)
         for adapter in (load_adapter("reference"), load_adapter("naive")):
             for schedule in runs:
                 histories.clear()
