@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CACHE_KEY", "DEFAULT_SCHEDULES", "WORKER_SEED", "ChaosSettings", "OptionSource",
-    "duration", "from_pytest", "invariant_names", "report_directory", "run_timeout", "workers",
+    "duration", "from_pytest", "invariant_names", "not_selected", "report_directory",
+    "run_timeout", "workers",
 ]
 
 DEFAULT_SCHEDULES = 25
@@ -122,6 +123,35 @@ def from_pytest(config: Config, warn: Callable[[str], None]) -> ChaosSettings | 
         workers=_workers(config, warn),
         invariants=_invariants(config),
     )
+
+
+def not_selected(config: Config, settings: ChaosSettings) -> str | None:
+    """Why the paths on the command line leave the chaos suite out, or None to collect it.
+
+    The rule: with no path (plain `pytest`, `-m chaos`, `-k NAME`, `testpaths` from the ini)
+    or with `--chaos` the suite is collected; `pytest tests/test_one.py` (paths that are
+    the project's tests) does not drag it in. A path selects it when it is the scenarios
+    directory or inside it, or when it holds the scenarios or the rootdir (`pytest .`).
+    Rejected: always collecting it (running one test file then ran every scenario and
+    generated schedule), and never collecting it with paths (`pytest .` would lose it).
+    """
+    if config.getoption("chaos_suite") or config.args_source != type(config).ArgsSource.ARGS:
+        return None
+    holders = [config.rootpath.resolve()]  # a path that is or holds one of these selects
+    scenario_dir = None
+    if settings.scenarios is not None:
+        scenarios = settings.scenarios.resolve()
+        scenario_dir = scenarios if scenarios.is_dir() else scenarios.parent
+        holders.append(scenario_dir)
+    base = config.invocation_params.dir
+    for arg in config.args:
+        path = (base / str(arg).split("::", 1)[0]).resolve()
+        if any(path == h or path in h.parents for h in holders):
+            return None
+        if scenario_dir is not None and scenario_dir in path.parents:
+            return None
+    return ("the command line selects paths that hold no chaos scenarios; add --chaos to "
+            "run the chaos suite too, or select it with no path (-m chaos, -k NAME)")
 
 
 def _invariants(config: Config) -> tuple[str, ...] | None:

@@ -1,6 +1,6 @@
 """Which items a pytest command line collects of the chaos suite (pytester, as a user runs it).
 
-The rule (harness.plugin._not_selected): with no path on the command line, or with
+The rule (harness.settings.not_selected): with no path on the command line, or with
 `--chaos`, the suite is collected; paths that are the project's own tests leave it out; the
 scenarios directory (or a directory holding it, such as the rootdir) selects it.
 """
