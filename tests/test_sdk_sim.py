@@ -162,6 +162,7 @@ def stray_reads(svc: Any, seed: int) -> dict[str, Any]:
         inv = rt.send("Clocks/stray", key="k")
         rt.advance(100)
     out: dict[str, Any] = result(rt, inv)
+    rt.close()  # the run ends: the process's module `random` is given back
     return out
 
 

@@ -63,6 +63,12 @@ class _IoWait:
         yield self
 
 
+# For a client that cannot suspend its handler (harness.sdk.transport's synchronous path): the
+# world's latency it drives by hand, and how its attempt ends when its host crashes mid-call.
+IoWait = _IoWait
+Fenced = _Fenced
+
+
 class _HostAction:
     __slots__ = ("action", "point")
 
