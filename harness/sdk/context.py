@@ -453,6 +453,10 @@ class SdkContext(restate.WorkflowContext, restate.WorkflowSharedContext):
                 result = call()
                 if type(result) is CoroutineType or inspect.isawaitable(result):
                     result = await result
+                elif att.host.paused:
+                    # Paused inside a synchronous call (harness.sdk.transport): the handler
+                    # hears back after the pause, as an async call's would.
+                    await sim.io(0)
             except restate.TerminalError as err:
                 _settle_run(sim, att, entry, err.status_code, err.message)
                 return
