@@ -412,9 +412,7 @@ def _install_requests() -> None:
             parts = urlsplit(url)
             if parts.hostname != self.host:
                 raise requests.ConnectionError(_outside(url), request=request)
-            body = request.body
-            raw = body.encode() if isinstance(body, str) else bytes(body or b"")
-            status, payload = self.routes.serve_now(parts.path, raw)
+            status, payload = self.routes.serve_now(parts.path, _body_bytes(request.body))
             if status == NO_ANSWER:
                 raise requests.ReadTimeout(f"the world left {parts.path} unanswered",
                                            request=request)
@@ -427,11 +425,23 @@ def _install_requests() -> None:
             response.encoding = "utf-8"
             response.url = url
             response.request = request
-            response.connection = self
+            response.connection = self  # type: ignore[assignment]
             return response
 
         def close(self) -> None:
             pass
+
+    def _body_bytes(body: Any) -> bytes:
+        # What requests may carry: bytes or text (json=, data=), a file, or chunks.
+        if body is None:
+            return b""
+        if isinstance(body, str):
+            return body.encode()
+        if isinstance(body, bytes):
+            return body
+        if hasattr(body, "read"):
+            return _body_bytes(body.read())
+        return b"".join(c.encode() if isinstance(c, str) else bytes(c) for c in body)
 
     def get_adapter(self: requests.Session, url: str) -> requests.adapters.BaseAdapter:
         route = _route()
@@ -493,5 +503,5 @@ def _install_socket_guard() -> None:
         original_connect(self, address)
 
     socket.getaddrinfo = getaddrinfo
-    socket.create_connection = create_connection  # type: ignore[assignment]
-    socket.socket.connect = connect  # type: ignore[method-assign]
+    socket.create_connection = create_connection
+    socket.socket.connect = connect  # type: ignore[method-assign,assignment]
