@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import http
 import importlib.util
+import io
 import json
 import socket
 import threading
@@ -419,7 +420,11 @@ def _install_requests() -> None:
             response = requests.Response()
             response.status_code = status
             response.reason = http.HTTPStatus(status).phrase
-            response._content = json.dumps(payload).encode()
+            content = json.dumps(payload).encode()
+            response._content = content
+            # Read already, as after a non-streamed request: `iter_content` replays it.
+            response._content_consumed = True
+            response.raw = io.BytesIO(content)
             response.headers = requests.structures.CaseInsensitiveDict(
                 {"Content-Type": "application/json", **(_retry_after(payload) or {})})
             response.encoding = "utf-8"

@@ -40,7 +40,8 @@ async def mail(ctx: restate.ObjectContext, subject: str) -> str:
             "message_id": f"mail-{subject}", "to": "bob@example.com", "subject": subject,
             "body": "hi", "tool_call": f"tc-{subject}"})
         response.raise_for_status()
-        return str(response.status_code)
+        body = b"".join(response.iter_content(8))  # as a streaming reader would
+        return f"{response.status_code} {response.headers['content-type']} {len(body)}"
 
     return await ctx.run_typed("email", send)
 
