@@ -1,6 +1,7 @@
 """A user's restate-sdk services that reach the world with requests, httpx.Client, aiohttp or
 urllib on the simulator (harness.sdk.transport): the routed clients get the world and its
-faults, the others stop the run at once naming the client; never a real network call."""
+faults, the others stop the run at once naming the client; never a real network call. And a
+whole agent on requests, written outside this project, through the runner."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import random
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,11 @@ import pytest
 from harness.adapters.base import RunContext
 from harness.errors import SdkCallRefused
 from harness.history import History
+from harness.run import RunOptions, run_schedule
+from harness.schedules.scenario_file import load_scenario
 from harness.sdk import SdkSimRuntime
 
+ROOT = Path(__file__).resolve().parents[1]
 OUTSIDE = Path(__file__).parent / "outside_adapters"
 
 
@@ -158,3 +163,48 @@ def test_runs_advanced_in_turn_keep_their_own_module_random(svc: Any) -> None:
     together = draws([runtime(svc, 5), runtime(svc, 5)])
     assert together == [alone, alone]
     assert random.random() == expected
+
+
+# -- a whole agent on requests, through the runner ---------------------------------------------
+
+
+@pytest.fixture
+def requests_adapter() -> Iterator[Any]:
+    """tests/outside_adapters/requests_adapter.py (and its agent), imported as a user's own."""
+    sys.path.insert(0, str(OUTSIDE))
+    try:
+        yield importlib.import_module("requests_adapter")
+    finally:
+        sys.path.remove(str(OUTSIDE))
+        sys.modules.pop("requests_adapter", None)
+        sys.modules.pop("requests_agent", None)
+
+
+def test_an_agent_on_requests_passes_every_scenario_file(requests_adapter: Any) -> None:
+    for path in sorted((ROOT / "scenarios").glob("*.toml")):
+        outcome = run_schedule(requests_adapter.ADAPTER, load_scenario(path),
+                               RunOptions(save_history=False))
+        assert outcome.error is None, path.name
+        assert all(r.valid for r in outcome.results), (
+            path.name, [(r.checker, r.violations) for r in outcome.results if not r.valid])
+
+
+def test_provider_faults_reach_an_agent_on_requests(requests_adapter: Any,
+                                                    tmp_path: Path) -> None:
+    scenario = replace(load_scenario(ROOT / "scenarios/12-provider-500-after-billed.toml"),
+                       source="scenario")  # kept as a scenario's run is: its history written
+    outcome = run_schedule(requests_adapter.ADAPTER, scenario, RunOptions(report_dir=tmp_path))
+    assert outcome.history_path is not None
+    records = [json.loads(line) for line in Path(outcome.history_path).read_text().splitlines()]
+    errors = [r["data"]["error"] for r in records if r["kind"] == "attempt.failed"]
+    assert any(e.startswith("RuntimeError: /model/complete answered 500") for e in errors)
+    assert any(e.startswith("HTTPError: 429 Client Error: Too Many Requests") for e in errors)
+    assert "ReadTimeout: the world left /model/complete unanswered" in errors
+    assert all(r.valid for r in outcome.results)
+
+
+def test_a_planted_defect_of_an_agent_on_requests_is_found(requests_adapter: Any) -> None:
+    outcome = run_schedule(requests_adapter.EMAIL_NO_KEY,
+                           load_scenario(ROOT / "scenarios/11-crash-after-email-sent.toml"),
+                           RunOptions(save_history=False))
+    assert [r.checker for r in outcome.results if not r.valid] == ["no-duplicate-effects"]
