@@ -36,10 +36,18 @@ def svc() -> Iterator[Any]:
     finally:
         sys.path.remove(str(OUTSIDE))
         sys.modules.pop("sdk_services", None)
+        while _OPEN:
+            _OPEN.pop().close()
+
+
+_OPEN: list[SdkSimRuntime] = []
 
 
 def runtime(svc: Any, seed: int = 7) -> SdkSimRuntime:
-    return SdkSimRuntime(RunContext(seed=seed, history=History()), svc.SERVICES)
+    """A run, closed after the test (the `svc` fixture) as the runner closes every run."""
+    rt = SdkSimRuntime(RunContext(seed=seed, history=History()), svc.SERVICES)
+    _OPEN.append(rt)
+    return rt
 
 
 def result(rt: SdkSimRuntime, invocation: str) -> Any:
@@ -162,6 +170,8 @@ def stray_reads(svc: Any, seed: int) -> dict[str, Any]:
         inv = rt.send("Clocks/stray", key="k")
         rt.advance(100)
     out: dict[str, Any] = result(rt, inv)
+    rt.close()  # the run ends: the process's module `random` is given back
+    _OPEN.remove(rt)
     return out
 
 

@@ -4,7 +4,8 @@
   `restate.Service` / `VirtualObject` / `Workflow` objects, drive them, fault them);
 - `sdk_app`: those objects as an app the simulator registers;
 - `SdkContext`: restate-sdk's context implemented over the simulator's journal;
-- `world_transport`, `SIM_WORLD_URL`: the world over an in-process httpx transport;
+- `world_transport`, `SIM_WORLD_URL`: the world over an in-process httpx transport (requests
+  and `httpx.Client` reach it too; other clients are refused by name: `harness.sdk.transport`);
 - `SUPPORTED`, `REFUSED`: the context API table (docs/restate-sdk.md).
 """
 

@@ -453,6 +453,10 @@ class SdkContext(restate.WorkflowContext, restate.WorkflowSharedContext):
                 result = call()
                 if type(result) is CoroutineType or inspect.isawaitable(result):
                     result = await result
+                elif att.host.paused:
+                    # Paused inside a synchronous call (harness.sdk.transport): the handler
+                    # hears back after the pause, as an async call's would.
+                    await sim.io(0)
             except restate.TerminalError as err:
                 _settle_run(sim, att, entry, err.status_code, err.message)
                 return
@@ -724,6 +728,31 @@ def _run_serde(action: Callable[..., Any], options: RunOptions[Any]) -> Serde[An
     type hint (given, or the action's return annotation, Optional[T] as T)."""
     if not isinstance(options.serde, DefaultSerde):
         return options.serde
+    # A default serde holds only its type hint, so one per action's code object and given
+    # hint serves every call (extracting the core type each time was a fiftieth of a
+    # schedule of the example agent).
+    code = getattr(action, "__code__", None)
+    key: tuple[Any, Any] | None = (code, options.type_hint)
+    if type(options.serde) is DefaultSerde and code is not None:
+        try:
+            cached = _SERDES.get(key)
+        except TypeError:  # an unhashable type hint
+            cached = key = None
+        if cached is not None:
+            return cached
+    else:
+        key = None
+    serde = _pick_serde(action, options)
+    if key is not None and len(_SERDES) < 4096:
+        _SERDES[key] = serde
+    return serde
+
+
+_SERDES: dict[Any, Serde[Any]] = {}
+
+
+def _pick_serde(action: Callable[..., Any], options: RunOptions[Any]) -> Serde[Any]:
+    default = cast(DefaultSerde[Any], options.serde)
     hint: Any = options.type_hint
     if hint is None:
         hint = _return_annotation(action)
@@ -733,7 +762,7 @@ def _run_serde(action: Callable[..., Any], options: RunOptions[Any]) -> Serde[An
             hint = core
     else:
         hint = None
-    return cast(Serde[Any], options.serde.with_maybe_type(hint))
+    return cast(Serde[Any], default.with_maybe_type(hint))
 
 
 _ANNOTATIONS: dict[Any, Any] = {}

@@ -53,7 +53,10 @@ class Fenced(BaseException):
     """
 
 
-class _IoWait:
+class IoWait:
+    """A wait on the world's latency. A client that cannot suspend its handler
+    (harness.sdk.transport's synchronous path) drives it by hand."""
+
     __slots__ = ("delay",)
 
     def __init__(self, delay: float) -> None:
@@ -363,7 +366,7 @@ class Simulator:
 
     def io(self, delay: float) -> Awaitable[None]:
         """An I/O wait of `delay` virtual seconds (world latency), outside the journal."""
-        return _IoWait(delay)
+        return IoWait(delay)
 
     @property
     def steps(self) -> int:
@@ -616,7 +619,7 @@ class Simulator:
                 self._add("invocation.suspended", invocation=inv.id,
                              deployment=att.host.deployment.id, host=att.host.id,
                              data={"on": waited.kind})
-        elif type(waited) is _IoWait:
+        elif type(waited) is IoWait:
             att.busy = True
             self.clock.call_later(waited.delay, lambda: self._ready.append((att, None, None)))
         elif type(waited) is _HostAction:
