@@ -62,7 +62,7 @@ def test_the_same_services_answer_the_same_on_real_restate_and_the_simulator() -
             admin = restate.admin
             invocation = admin.send("Session", "on_message", "s1", EMAIL)
             card = wait_until(lambda: next(iter(world.world.state.cards.values()), None),
-                              timeout=30, what="the approval card")
+                              timeout=90, what="the approval card")
             admin.invoke("Session", "answer", "s1",
                          {"tool_call": card.tool_call, "decision": "approve"})
             result = admin.attach(invocation)

@@ -42,7 +42,7 @@ def served(app_spec: str, *, env: Mapping[str, str] | None = None,
                           env=dict(env or {}), cwd=cwd)
     try:
         with RestateServer() as restate:
-            wait_until(lambda: _listening(port), timeout=30, what=f"worker of {app_spec}")
+            wait_until(lambda: _listening(port), timeout=60, what=f"worker of {app_spec}")
             restate.admin.register_deployment(f"http://127.0.0.1:{port}")
             yield restate
     finally:
@@ -165,7 +165,7 @@ class SdkRealRuntime:
         group = ProcessGroup([sys.executable, "-m", "hypercorn", self.app_spec, "--workers",
                               "0", "--bind", f"127.0.0.1:{port}"], name=f"sdk-worker-{dep}",
                              env=self.env, cwd=self.cwd)
-        wait_until(lambda: _listening(port), timeout=30, what=f"worker of {dep}")
+        wait_until(lambda: _listening(port), timeout=60, what=f"worker of {dep}")
         self._startup = max(self._startup, time.perf_counter() - started)
         return group
 
