@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Final, final
 
 from contract.records import JUDGED_ON, Reading
-from harness.checkers._common import Dedup, at, attr, guarded
+from harness.checkers._common import FAULT_KINDS, Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.checkers.model import model_of
 from harness.history import History, Record
@@ -44,8 +44,10 @@ class AnswerFate:
         "none is acknowledged and then silently dropped."
     )
 
-    # It reads when the faults ended from the run's model (harness.checkers.model), built
-    # once over the whole history: no `reads`, so it is given the history.
+    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
+    # only these (harness.checkers.base.dispatch). When the faults ended it reads from the
+    # run's model (harness.checkers.model), built once over the whole history.
+    reads: frozenset[str] = _KINDS | FAULT_KINDS | {"run.end"}
 
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)

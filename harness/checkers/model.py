@@ -21,7 +21,7 @@ the checkers skipped it (see `harness.checkers._common.Dedup`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -34,6 +34,7 @@ from harness.checkers._common import (
     merge,
     run_end,
 )
+from harness.checkers.base import root_of
 from harness.history import History, Record
 
 if TYPE_CHECKING:
@@ -264,8 +265,9 @@ _DEPLOYMENT_KINDS: Final = frozenset(
     {"deployment.registered", "deployment.superseded", "deployment.drained",
      "deployment.retired"}
 )
-# The host records of crashes and pauses (the heal ends every pause).
-_HOST_KINDS: Final = frozenset(
+# The host records of crashes and pauses (the heal ends every pause): what
+# `RunModel.hosts` is made of.
+HOST_KINDS: Final = frozenset(
     {"host.paused", "host.resumed", "host.crashed", "fault.gc-pause", "fault.crash",
      "fault.heal"}
 )
@@ -305,27 +307,17 @@ class _Invocation:
 
 
 @dataclass(slots=True)
-class _Suspending:
-    start: Record
-    deployment: str | None
-    end: Record | None = None
-
-
-@dataclass(slots=True)
-class _Pin:
-    deployment: str
-    since: float
-    start: Record
-    until: float | None = None
-
-
-@dataclass(slots=True)
 class _Pinned:
+    """An invocation's pins and suspensions so far: the ended ones as values, the open ones
+    as (deployment, since, record) and (record, deployment)."""
+
     id: str
     target: str | None = None
-    pins: list[_Pin] = field(default_factory=list)
-    suspensions: list[_Suspending] = field(default_factory=list)
-    open: _Suspending | None = None
+    pins: list[Pin] = field(default_factory=list)
+    pin: tuple[str, float, Record] | None = None
+    deployment: str | None = None  # of its last pin, open or ended
+    suspensions: list[Suspension] = field(default_factory=list)
+    open: tuple[Record, str | None] | None = None
     paused: Record | None = None
     completed: Record | None = None
 
@@ -344,51 +336,44 @@ class _Pins:
         self.retirements: list[Record] = []
         self.host_deployment = host_deployment
 
-    def _of(self, r: Record) -> _Pinned | None:
-        inv_id = r.invocation
-        if inv_id is None:
-            return None
-        inv = self.invocations.get(inv_id)
-        if inv is None:
-            inv = self.invocations[inv_id] = _Pinned(inv_id)
-        target = r.data.get("target")
-        if target is not None and inv.target is None:
-            inv.target = str(target)
-        return inv
-
     def _unpin(self, inv: _Pinned, r: Record) -> None:
-        if not inv.pins or inv.pins[-1].until is not None:
+        if inv.pin is None:
             return
-        pin = inv.pins[-1]
-        pin.until = r.time
-        self.live[pin.deployment] = self.live.get(pin.deployment, 1) - 1
-        if self.live[pin.deployment] <= 0 and pin.deployment in self.superseded:
-            self.drained.setdefault(pin.deployment, r)
+        dep, since, start = inv.pin
+        inv.pins.append(Pin(dep, since, start, r.time))
+        inv.pin = None
+        live = self.live[dep] = self.live.get(dep, 1) - 1
+        if live <= 0 and dep in self.superseded:
+            self.drained.setdefault(dep, r)
 
     @staticmethod
     def _close(inv: _Pinned, r: Record) -> None:
         if inv.open is not None:
-            inv.open.end = r
+            inv.suspensions.append(Suspension(inv.open[0], inv.open[1], r))
             inv.open = None
 
-    def _pin(self, inv: _Pinned, r: Record, dep: str) -> None:
-        self._unpin(inv, r)
-        inv.pins.append(_Pin(dep, r.time, r))
-        self.live[dep] = self.live.get(dep, 0) + 1
-
     def invocation(self, r: Record) -> None:
-        kind = r.kind
-        inv = self._of(r)
-        if inv is None:
+        inv_id = r.invocation
+        if inv_id is None:
             return
-        if kind in ("invocation.started", "invocation.repinned"):
-            if r.deployment is not None:
-                self._pin(inv, r, r.deployment)
+        inv = self.invocations.get(inv_id)
+        if inv is None:
+            inv = self.invocations[inv_id] = _Pinned(inv_id)
+        if inv.target is None:
+            target = r.data.get("target")
+            if target is not None:
+                inv.target = str(target)
+        kind = r.kind
+        if kind == "invocation.started" or kind == "invocation.repinned":
+            dep = r.deployment
+            if dep is not None:
+                self._unpin(inv, r)
+                inv.pin = (dep, r.time, r)
+                inv.deployment = dep
+                self.live[dep] = self.live.get(dep, 0) + 1
         elif kind == "invocation.suspended":
             if inv.open is None:
-                dep = r.deployment or (inv.pins[-1].deployment if inv.pins else None)
-                inv.open = _Suspending(r, dep)
-                inv.suspensions.append(inv.open)
+                inv.open = (r, r.deployment or inv.deployment)
         elif kind == "invocation.resumed":
             self._close(inv, r)
         elif kind == "invocation.completed":
@@ -424,13 +409,15 @@ class _Pins:
                 self.drained[dep] = r
 
     def finish(self) -> tuple[dict[str, Pinned], Deployments]:
-        pins = {
-            inv_id: Pinned(
-                inv_id, inv.target,
-                tuple(Pin(p.deployment, p.since, p.start, p.until) for p in inv.pins),
-                tuple(Suspension(x.start, x.deployment, x.end) for x in inv.suspensions),
-                inv.paused, inv.completed)
-            for inv_id, inv in self.invocations.items()}
+        pins = {}
+        for inv_id, inv in self.invocations.items():
+            held, waits = inv.pins, inv.suspensions
+            if inv.pin is not None:
+                held = [*held, Pin(*inv.pin, None)]
+            if inv.open is not None:
+                waits = [*waits, Suspension(inv.open[0], inv.open[1], None)]
+            pins[inv_id] = Pinned(inv_id, inv.target, tuple(held), tuple(waits), inv.paused,
+                                  inv.completed)
         return pins, Deployments(dict(self.versions), dict(self.superseded),
                                  dict(self.drained), tuple(self.retirements),
                                  self.pinned_when_superseded)
@@ -564,6 +551,20 @@ class _Builder:
 
     # faults
 
+    def fold_of(self, kind: str) -> Callable[[Record], None] | None:
+        """The fold that reads records of `kind`, if any."""
+        if kind in _SESSION_KINDS or kind in _CARD_CLOSERS:
+            return self.session
+        if kind in _INVOCATION_KINDS:
+            return self.invocation
+        if kind in _DEPLOYMENT_KINDS:
+            return self.pins.deployment
+        if kind == "threadlog.assigned":
+            return self.assigned
+        if kind in FAULT_KINDS or kind.startswith(("fault.", "host.")):
+            return self.fault
+        return None
+
     def assigned(self, r: Record) -> None:
         session, epoch = attr(r, "session"), attr(r, "epoch")
         if session is None or epoch is None or not self.dedup.fresh(r):
@@ -593,7 +594,7 @@ class _Builder:
 
     def fault(self, r: Record) -> None:
         kind = r.kind
-        if kind in _HOST_KINDS and self.dedup.fresh(r):
+        if kind in HOST_KINDS and self.dedup.fresh(r):
             self.host(r)
         if kind in FAULT_KINDS:
             self.faults.feed(r)
@@ -670,18 +671,17 @@ def build(history: History) -> RunModel:
 
     b = _Builder(BY_RECORD)
     records = history.records
+    # Which fold reads each kind, looked up once per kind (most records, journal entries and
+    # fault points, are read by none).
+    folds: dict[str, Callable[[Record], None] | None] = {}
     for r in records:
         kind = r.kind
-        if kind in _SESSION_KINDS or kind in _CARD_CLOSERS:
-            b.session(r)
-        elif kind in _INVOCATION_KINDS:
-            b.invocation(r)
-        elif kind in _DEPLOYMENT_KINDS:
-            b.pins.deployment(r)
-        elif kind == "threadlog.assigned":
-            b.assigned(r)
-        elif kind in FAULT_KINDS or kind.startswith(("fault.", "host.")):
-            b.fault(r)
+        try:
+            fold = folds[kind]
+        except KeyError:
+            fold = folds[kind] = b.fold_of(kind)
+        if fold is not None:
+            fold(r)
     return b.finish(records[0].time if records else 0.0, run_end(history))
 
 
@@ -690,8 +690,13 @@ _last: tuple[History, int, RunModel] | None = None
 
 
 def model_of(history: History) -> RunModel:
-    """The model of `history`, built once while it does not grow."""
+    """The model of the run `history` is (a view of), built once while it does not grow.
+
+    A checker given a view by `run_checkers` gets the model of the whole history; a checker
+    that reads the model keeps the kinds it reads from it in its `reads` all the same, so
+    that the model of its view alone says the same."""
     global _last
+    history = root_of(history)
     cached = _last
     if cached is not None and cached[0] is history and cached[1] == len(history):
         return cached[2]

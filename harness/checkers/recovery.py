@@ -35,7 +35,7 @@ from typing import final
 from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import Dedup, at, attr, guarded, run_end
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
-from harness.checkers.model import Assignment, model_of
+from harness.checkers.model import HOST_KINDS, Assignment, model_of
 from harness.history import History, Record, fmt_duration
 
 # The hosts' crashes and pauses, and who owned each epoch, are the run model's
@@ -76,9 +76,10 @@ class ConservativeRecovery:
         "executed again without its idempotency key and the turn is held for confirmation."
     )
 
-    # It reads the hosts and the epochs' owners from the run's model
-    # (harness.checkers.model), built once over the whole history: no `reads`, so it is given
-    # the history.
+    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
+    # only these (harness.checkers.base.dispatch). The hosts and the epochs' owners it reads
+    # from the run's model (harness.checkers.model), built once over the whole history.
+    reads: frozenset[str] = _KINDS | HOST_KINDS | {"run.end"}
 
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)

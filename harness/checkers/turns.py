@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import final
 
 from contract.records import JUDGED_ON, Reading
-from harness.checkers._common import Dedup, at, attr, guarded, merge, overlap
+from harness.checkers._common import FAULT_KINDS, Dedup, at, attr, guarded, merge, overlap
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.checkers.model import model_of
 from harness.history import History, Record, fmt_duration
@@ -78,8 +78,10 @@ class TurnOutcome:
         "tool call has one final result, and no answer is applied after the maximum wait."
     )
 
-    # It reads the faults from the run's model (harness.checkers.model), built once over the
-    # whole history: no `reads`, so it is given the history.
+    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
+    # only these (harness.checkers.base.dispatch). The faults it reads from the run's model
+    # (harness.checkers.model), built once over the whole history.
+    reads: frozenset[str] = _WANTED | FAULT_KINDS | {"run.end"}
 
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
