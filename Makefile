@@ -86,7 +86,7 @@ bench: install tools
 # Not in CI (hours): the reference against a million generated schedules, in resumable chunks
 # of 10,000 (benchmarks/soak.py; `SOAK_ARGS=--status` prints the figures so far).
 .PHONY: soak mutate
-# Not in CI (about 6 minutes on 2 cores): every checker's verdict and witness over the scenarios
+# Not in CI (4 CPU-minutes over 2 processes; 15-18 minutes on a loaded machine): every checker's verdict and witness over the scenarios
 # and generated schedules on the simulator adapters, compared with benchmarks/golden-digest.json
 # (`GOLDEN_ARGS=--write` records it; see benchmarks/golden.py).
 golden: install

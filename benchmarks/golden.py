@@ -51,7 +51,7 @@ DIGEST = ROOT / "benchmarks" / "golden-digest.json"
 SEED = 22
 SCHEDULES = 1000
 # A planted bug's runs: the scenarios and the first 200 generated schedules (its witnesses
-# are what the digest protects; 1,000 each would make the check take 20 minutes, not 6).
+# are what the digest protects; 1,000 each would take four times as long).
 PLANTED_SCHEDULES = 200
 BUILTIN = ("reference", "naive")
 

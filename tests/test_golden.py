@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import golden  # noqa: E402
+import golden
 
 
 def test_check_mode_lists_every_difference(tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -175,11 +175,11 @@ class PinningBound:
 
         cut_off: list[Violation] = []
         for gone in deployments.retirements:
-            dep = gone.deployment
+            gone_from = gone.deployment
             word = "retired" if gone.kind == "deployment.retired" else "drained"
             holders = [
                 (inv, pin) for inv in invocations.values() for pin in inv.pins
-                if pin.deployment == dep and pin.since <= gone.time
+                if pin.deployment == gone_from and pin.since <= gone.time
                 and (pin.until is None or pin.until > gone.time + config.tolerance)
             ]
             if not holders:
@@ -189,7 +189,7 @@ class PinningBound:
                      else "until the run ended")
             more = f"; and {len(holders) - 1} more" if len(holders) > 1 else ""
             cut_off.append(Violation(
-                f"deployment {dep_name(dep)} was recorded {word} at {at(gone.time)} while "
+                f"deployment {dep_name(gone_from)} was recorded {word} at {at(gone.time)} while "
                 f"invocation {target(inv)} was still pinned to it (since {at(pin.since)}, "
                 f"{until}): it was cut off from the deployment it must resume on{more}",
                 cite((gone, pin.start)),
