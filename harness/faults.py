@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from contract.faultpoints import POINTS
-from contract.services import FAULT_NAMES, SERVICES
+from contract.services import FAULT_ALIASES, FAULT_NAMES, SERVICES
 from harness.adapters.base import (
     LINKS,
     TOXICS,
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from harness.schedules.model import Step
 
 Params = tuple[tuple[str, Any], ...]
+Problem = tuple[str, str, str]  # (parameter, what is wrong, how to fix it)
 
 # A crashed host restarts this many scenario seconds after its crash (the simulator's and the
 # real engines' supervisors): the crash has healed by then.
@@ -81,6 +82,9 @@ class FaultKind:
     # and which of them a step's parameters make it (None: its name, the only one).
     step_kinds: tuple[str, ...] = ()
     step_kind_of: Callable[[Params], str] | None = None
+    # Checks a scenario file's parameters (already with their defaults), normalising them in
+    # place (an older fault name): None, or the (parameter, problem, fix) of the first wrong.
+    check: Callable[[dict[str, Any]], Problem | None] = field(default=lambda _: None)
 
     def heals_at(self, step: Step) -> float:
         """When a step of this kind has healed, in scenario seconds."""
@@ -184,6 +188,39 @@ def _draw_clock_jump(d: Draw, host: str) -> Params:
     return (("duration", float(d.pick((30, 600, 3 * 3600)))),)
 
 
+# -- what each kind accepts in a scenario file (harness.schedules.scenario_file calls `check`)
+
+
+def _check_service_fault(params: dict[str, Any]) -> Problem | None:
+    if params["service"] not in SERVICES:
+        return ("service", f"unknown service {params['service']!r}",
+                f"use one of {list(SERVICES)}")
+    fault = params["fault"]
+    if fault not in FAULT_NAMES and fault not in FAULT_ALIASES:
+        return ("fault", f"unknown {params['service']} fault {fault!r}",
+                f"use one of {list(FAULT_NAMES)}")
+    params["fault"] = FAULT_ALIASES.get(fault, fault)
+    return None
+
+
+def _check_arm(params: dict[str, Any]) -> Problem | None:
+    if params["point"] not in POINTS:
+        return ("point", f"unknown fault point {params['point']!r}",
+                f"use one of {sorted(POINTS)}")
+    if params["action"] not in ("crash", "pause"):
+        return "action", f"unknown action {params['action']!r}", "use 'crash' or 'pause'"
+    return None
+
+
+def _check_network(params: dict[str, Any]) -> Problem | None:
+    if params["link"] not in LINKS:
+        return "link", f"unknown link {params['link']!r}", f"use one of {list(LINKS)}"
+    if params["kind"] not in TOXICS:
+        return ("kind", f"unknown network fault {params['kind']!r}",
+                f"use one of {list(TOXICS)}")
+    return None
+
+
 # -- how each kind shrinks (harness.schedules.shrink calls `simpler`)
 
 
@@ -226,6 +263,7 @@ _KINDS: Final = (
         "service-fault", "a world service fails its next `times` calls the way `fault` says",
         ("service", "fault"), {"times": 1}, None, _service_fault,
         draw=_draw_service_fault, record="fault.service-fault", shrinks=_plainer_fault,
+        check=_check_service_fault,
         step_kinds=tuple(f"service-fault ({service} {fault})" for service in SERVICES
                          for fault in FAULT_NAMES),
         step_kind_of=_service_fault_kind),
@@ -233,11 +271,11 @@ _KINDS: Final = (
         "arm", "the next `times` arrivals at a fault point crash or pause their host",
         ("point",), {"action": "crash", "duration": 120.0, "times": 1}, FaultPoints, _arm,
         lasts=None, draw=_draw_arm, record="fault.arm", shrinks=_shorter,
-        step_kinds=("arm (crash)", "arm (pause)"), step_kind_of=_arm_kind),
+        step_kinds=("arm (crash)", "arm (pause)"), step_kind_of=_arm_kind, check=_check_arm),
     FaultKind(
         "network", "a network link degrades for `duration` (Toxiproxy)", ("link", "kind"),
         {"duration": 60.0}, NetworkFaults, _network, lasts=None, draw=_draw_network,
-        record="fault.network", shrinks=_shorter),
+        record="fault.network", shrinks=_shorter, check=_check_network),
     FaultKind(
         "clock-jump", "the clock jumps forward by `duration`", ("duration",), {},
         ClockEffects, _clock_jump, lasts=None, draw=_draw_clock_jump,

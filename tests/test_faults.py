@@ -15,7 +15,7 @@ import pytest
 
 from contract.records import KINDS, SCHEDULE_ACTIONS
 from harness.adapters.base import capability_of, lacking
-from harness.errors import ConfigError
+from harness.errors import ConfigError, ScenarioError
 from harness.faults import BY_RECORD, FAULTS, RESTART_AFTER, fault, healed_at
 from harness.history import History
 from harness.report.timeline import build_timeline
@@ -141,3 +141,22 @@ def test_the_timeline_ends_a_window_the_way_its_kind_says() -> None:
     assert drawn["crash"].end is None  # no restart recorded: an instant
     assert drawn["redeploy"].end is None
     assert set(BY_RECORD) == {k.record for k in FAULTS.values()}
+
+
+@pytest.mark.parametrize(("step", "field", "problem"), [
+    ({"do": "network", "link": "nope", "kind": "latency"}, "link", "unknown link 'nope'"),
+    ({"do": "arm", "point": "nowhere"}, "point", "unknown fault point 'nowhere'"),
+    ({"do": "service-fault", "service": "email", "fault": "boom"}, "fault",
+     "unknown email fault 'boom'"),
+])
+def test_a_scenario_file_is_checked_by_the_kinds_own_rules(
+        step: dict[str, str], field: str, problem: str) -> None:
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario({"step": [{"at": "1m", **step}]}, "x.toml", "x")
+    assert f"step[0].{field}" in str(caught.value) and problem in str(caught.value)
+
+
+def test_an_older_fault_name_is_read_as_its_kind_says() -> None:
+    schedule = parse_scenario({"step": [{"at": "1m", "do": "provider", "fault":
+                                         "500_after_billed"}]}, "x.toml", "x")
+    assert schedule.steps[0].get("fault") == "500_after"
