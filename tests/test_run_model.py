@@ -116,3 +116,40 @@ def test_the_checkers_of_one_run_share_one_model() -> None:
     first = model_of(h)
     h.add("run.end")
     assert model_of(h) is not first
+
+
+def test_the_model_reads_only_the_kinds_it_declares() -> None:
+    """Built from only the records of `KINDS` (as `dispatch` cuts a view), the model is the
+    same as from the whole history: `KINDS` names everything its pass reads."""
+    from harness.adapters import load_adapter
+    from harness.checkers.base import Result, dispatch
+    from harness.checkers.model import KINDS
+    from harness.run import RunOptions, run_schedule
+    from harness.schedules.generate import generate
+
+    class Keep:
+        """Keeps the whole history (it declares no `reads`)."""
+
+        name = "keep"
+        history: History | None = None
+
+        def check(self, history: History, config: CheckConfig) -> Result:
+            Keep.history = history
+            return Result(self.name, True)
+
+    class Reader:
+        name = "model"
+        reads = KINDS
+
+    adapter = load_adapter("reference")
+    compared = 0
+    for index in range(12):
+        run_schedule(adapter, generate(5, index),
+                     RunOptions(report_dir=None, save_history=False, checkers=(Keep(),)))
+        whole = Keep.history
+        assert whole is not None
+        (view,) = dispatch((Reader(),), whole)
+        assert len(view) < len(whole)
+        assert build(view) == build(whole)
+        compared += 1
+    assert compared == 12
