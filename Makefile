@@ -15,7 +15,7 @@ RESTATE_SERVER_VERSION := $(call pin,RESTATE_SERVER)
 export GOBIN := $(TOOLS)/bin
 export GOFLAGS := -mod=mod
 
-.PHONY: all install install-run tools restate toxiproxy chromium lint typecheck test test-fast run bench clean
+.PHONY: all install install-run tools restate toxiproxy chromium lint typecheck test test-fast run bench golden clean
 .PHONY: docker docker-stop images test-containers
 
 all: test
@@ -86,6 +86,12 @@ bench: install tools
 # Not in CI (hours): the reference against a million generated schedules, in resumable chunks
 # of 10,000 (benchmarks/soak.py; `SOAK_ARGS=--status` prints the figures so far).
 .PHONY: soak mutate
+# Not in CI (4 CPU-minutes over 2 processes; 15-18 minutes on a loaded machine): every checker's verdict and witness over the scenarios
+# and generated schedules on the simulator adapters, compared with benchmarks/golden-digest.json
+# (`GOLDEN_ARGS=--write` records it; see benchmarks/golden.py).
+golden: install
+	$(BIN)/python benchmarks/golden.py $(GOLDEN_ARGS)
+
 soak: install
 	$(BIN)/python benchmarks/soak.py $(SOAK_ARGS)
 

@@ -17,5 +17,5 @@ loads a runtime only through an adapter.
 """
 
 # The contract's names live in its modules, imported by their names (`contract.ports`).
-__all__ = ["binding", "faultpoints", "invariants", "ports", "records", "services", "threadlog",
-           "thresholds"]
+__all__ = ["binding", "faultpoints", "invariants", "network", "ports", "records", "services",
+           "threadlog", "thresholds"]

@@ -41,6 +41,7 @@ from harness.checkers import ALL
 from harness.checkers.base import CheckConfig, Checker, Result, run_checkers
 from harness.errors import AdapterUnavailable, OutputUnwritable, RunTimeout
 from harness.evidence import claim_run_dir, write_text
+from harness.faults import FAULTS, healed_at
 from harness.history import History, Record, fmt_duration
 from harness.outcome import RunOutcome, SkippedStep, StepNote
 from harness.scaling import Scale, fmt_real
@@ -51,7 +52,6 @@ from harness.watchdog import Watchdog
 # freezegun replaces module attributes that are the real time functions; one kept inside a
 # dict is out of its reach, so wall times stay real while virtual time drives handlers.
 _REAL = {"perf_counter": time.perf_counter, "time": time.time}
-RESTART_AFTER = 5.0
 
 
 def wall() -> float:
@@ -443,37 +443,9 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
         runtime.world.directory.revoke(step.get("user"), step.get("tool"))
     elif action == "grant":
         runtime.world.directory.grant(step.get("user"), step.get("tool"))
-    elif action == "service-fault":
-        runtime.world.services.inject(step.get("service"), step.get("fault"), step.get("times"))
-        history.add("fault.service-fault", "info", data={"service": step.get("service"),
-                                                         "fault": step.get("fault"),
-                                                         "times": step.get("times")})
-    elif action == "deploy":
-        dep = runtime.deploy(step.get("version"))  # type: ignore[attr-defined]
-        history.add("fault.redeploy", "info", deployment=dep)
-    elif action == "gc-pause":
-        host = runtime.pause_host(step.get("host"), step.get("duration"))  # type: ignore[attr-defined]
-        history.add("fault.gc-pause", "info", host=host,
-                    data={"duration": step.get("duration")})
-    elif action == "crash":
-        host = runtime.crash_host(step.get("host"))  # type: ignore[attr-defined]
-        history.add("fault.crash", "info", host=host)
-    elif action == "arm":
-        runtime.arm(step.get("point"), step.get("action"),  # type: ignore[attr-defined]
-                    step.get("duration"), step.get("times"))
-        history.add("fault.arm", "info", data={"point": step.get("point"),
-                                               "action": step.get("action")})
-    elif action == "network":
-        runtime.toxic(step.get("link"), step.get("kind"),  # type: ignore[attr-defined]
-                      step.get("duration"))
-        history.add("fault.network", "info", data={"link": step.get("link"),
-                                                   "kind": step.get("kind"),
-                                                   "duration": step.get("duration")})
-    elif action == "clock-jump":
-        # Recorded where the jump starts: the checkers read [time, time + duration] as time
-        # the runtime never had.
-        history.add("fault.clock-jump", "info", data={"duration": step.get("duration")})
-        runtime.clock_jump(step.get("duration"))  # type: ignore[attr-defined]
+    else:
+        # A fault: its one home applies it (harness.faults).
+        FAULTS[action].apply(runtime, step, history)
 
 
 def _open_cards(runtime: Runtime, session: str, waits: bool, known: bool) -> list[Any]:
@@ -501,17 +473,7 @@ def _open_cards(runtime: Runtime, session: str, waits: bool, known: bool) -> lis
 
 
 def _healed_at(schedule: Schedule) -> float | None:
-    heal = None
-    for step in schedule.steps:
-        if not step.is_fault:
-            continue
-        end = step.at
-        if step.action in ("gc-pause", "arm", "clock-jump", "network"):
-            end += float(step.get("duration") or 0.0)
-        elif step.action == "crash":
-            end += RESTART_AFTER
-        heal = end if heal is None else max(heal, end)
-    return heal
+    return healed_at(schedule.steps)
 
 
 # The record kinds `_fault_points` and `_alive` read.

@@ -158,13 +158,10 @@ class NetworkFaults(Protocol):
 CAPABILITY_OF: dict[str, type] = {
     "background": Backgroundable,
     "cancel": Cancellable,
-    "network": NetworkFaults,
-    "gc-pause": Pausable,
-    "crash": Crashable,
-    "deploy": Redeployable,
-    "arm": FaultPoints,
-    "clock-jump": ClockEffects,
+    # Each fault kind's capability is in its one home, harness.faults (which imports the
+    # protocols from here): `capability_of` finds it there.
 }
+"""The capabilities a person's steps need (a fault's: `capability_of`)."""
 
 
 WORLD_ENDPOINTS: tuple[str, ...] = SERVICES
@@ -196,8 +193,21 @@ def world_endpoints(runtime: object) -> frozenset[str]:
 # if `issubclass` of the object's class does (cached by abc: 0.2 us), else looks at the
 # instance; `_has` asks `issubclass` first, then `isinstance` as before. A protocol with a
 # data member (`FaultPoints.points`) supports no `issubclass`.
-_METHODS_ONLY: frozenset[type] = frozenset(
-    c for c in CAPABILITY_OF.values() if c is not FaultPoints)
+_METHODS_ONLY: frozenset[type] = frozenset({
+    Backgroundable, Cancellable, Pausable, Crashable, Redeployable, ClockEffects,
+    NetworkFaults})
+
+
+def capability_of(action: str) -> type | None:
+    """The protocol a runtime needs to take a step of `action` (None: none)."""
+    found = CAPABILITY_OF.get(action)
+    if found is not None:
+        return found
+    # Imported here: harness.faults imports this module's protocols.
+    from harness.faults import FAULTS
+
+    kind = FAULTS.get(action)
+    return None if kind is None else kind.capability
 
 
 def _has(runtime: object, capability: type) -> bool:
@@ -215,7 +225,7 @@ def lacking(runtime: object, action: str, point: str | None = None,
     The answer names the capability, as the report shows it: a protocol ("Backgroundable"),
     a world endpoint ("world endpoint 'provider'") or a fault point ("fault point 'x'").
     """
-    capability = CAPABILITY_OF.get(action)
+    capability = capability_of(action)
     if capability is not None and not _has(runtime, capability):
         return capability.__name__
     endpoint = service if action == "service-fault" else ENDPOINT_OF.get(action)

@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from contract.faultpoints import POINTS as FAULT_POINTS
+from contract.network import LINKS, TOXICS
 from contract.ports import Config
 from harness.adapters.base import WORLD_ENDPOINTS, RunContext
 from harness.checkers.base import CheckConfig
@@ -73,7 +74,6 @@ from harness.components.stack import ComponentStack, component_stack
 from harness.components.workers import SharedListener, WorkerProcess
 from harness.errors import UsageError
 from harness.history import History
-from harness.schedules.model import LINKS, TOXICS
 from harness.world import World
 from harness.world_server import Timer, TimerTable, WorldServer
 

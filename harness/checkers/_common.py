@@ -189,6 +189,10 @@ class Faults:
         clock jumped."""
         return merge(self._held)
 
+    def down(self) -> tuple[tuple[str, float, float], ...]:
+        """(host, from, to) of every host's downtime (call after `finish`)."""
+        return tuple(self._down)
+
     def downtime_of(self, hosts: set[str]) -> list[Interval]:
         """Merged downtime of the given hosts (call after `finish`)."""
         return merge([(a, b) for h, a, b in self._down if h in hosts])

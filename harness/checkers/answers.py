@@ -21,8 +21,9 @@ from __future__ import annotations
 from typing import Final, final
 
 from contract.records import JUDGED_ON, Reading
-from harness.checkers._common import FAULT_KINDS, Dedup, Faults, at, attr, guarded, run_end
+from harness.checkers._common import FAULT_KINDS, Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.checkers.model import model_of
 from harness.history import History, Record
 
 _KINDS: Final = frozenset({"op.answer", "tool.result", "answer.refused"})
@@ -44,7 +45,8 @@ class AnswerFate:
     )
 
     # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
-    # only these (harness.checkers.base.dispatch).
+    # only these (harness.checkers.base.dispatch). When the faults ended it reads from the
+    # run's model (harness.checkers.model), built once over the whole history.
     reads: frozenset[str] = _KINDS | FAULT_KINDS | {"run.end"}
 
     def check(self, history: History, config: CheckConfig) -> Result:
@@ -52,7 +54,6 @@ class AnswerFate:
 
     def _check(self, history: History, config: CheckConfig) -> Result:
         dedup = Dedup()
-        faults = Faults()
         # tool call -> the decision of each answer invoked and not yet acknowledged, in order.
         pending: dict[str, list[str]] = {}
         # (tool call, decision) -> acknowledged answers / their fates, in order.
@@ -61,9 +62,6 @@ class AnswerFate:
         finals: dict[str, Record] = {}
         for r in history.records:
             kind = r.kind
-            if kind in FAULT_KINDS:
-                faults.feed(r)
-                continue
             if kind not in _KINDS or not dedup.fresh(r):
                 continue
             tc = attr(r, "tool_call")
@@ -84,9 +82,9 @@ class AnswerFate:
                 if outcome not in _NOT_FINAL:
                     finals.setdefault(tc, r)
 
-        end = run_end(history)
-        faults.finish(end)
-        quiet_since = faults.last_end or 0.0
+        model = model_of(history)
+        end = model.end
+        quiet_since = model.faults.last_end or 0.0
         violations: list[Violation] = []
         judged = unjudged = 0
         for (tc, decision), given in answers.items():

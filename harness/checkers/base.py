@@ -191,7 +191,7 @@ def dispatch(checkers: Sequence[object], history: History) -> list[History]:
         for i in targets:
             lists[i].append(r)
     first, last = records[0], records[-1]
-    views = []
+    views: list[History] = []
     for w, lst in zip(wanted, lists, strict=True):
         if w is None:
             views.append(history)
@@ -201,7 +201,23 @@ def dispatch(checkers: Sequence[object], history: History) -> list[History]:
         if lst[-1] is not last:
             lst.append(last)
         views.append(History.from_records(lst))
+    global _cut
+    _cut = (history, tuple(views))
     return views
+
+
+# The history the views of the last `dispatch` were cut from. A checker that reads the run's
+# model (harness.checkers.model) asks for the model of its view and gets the whole
+# history's, built once for every checker of the run (`root_of`).
+_cut: tuple[History, tuple[History, ...]] | None = None
+
+
+def root_of(history: History) -> History:
+    """The whole history `history` is a view of (from the last `dispatch`), else itself."""
+    cut = _cut
+    if cut is not None and any(view is history for view in cut[1]):
+        return cut[0]
+    return history
 
 
 class _LatencyReader:

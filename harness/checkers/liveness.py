@@ -24,11 +24,10 @@ the bound ran out is not judged). When a fault never healed, nothing is judged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import final
 
 from contract.records import JUDGED_ON, Reading
-from harness.checkers._common import FAULT_KINDS, Dedup, Faults, at, attr, guarded, run_end
+from harness.checkers._common import at, guarded
 from harness.checkers.base import (
     CheckConfig,
     Result,
@@ -37,51 +36,8 @@ from harness.checkers.base import (
     tolerance_note,
     verdict,
 )
-from harness.history import History, Record, fmt_duration
-
-_SESSION_KINDS = frozenset(
-    {"turn.started", "turn.waiting", "turn.resumed", "turn.ended", "message.queued",
-     "tool.awaiting"}
-)
-# What closes an open card: the turn is no longer waiting on a person in-call.
-_CARD_CLOSERS = frozenset(
-    {"op.answer", "tool.handoff", "tool.result", "turn.resumed", "tool.background"}
-)
-_INVOCATION_KINDS = frozenset(
-    {"invocation.created", "invocation.started", "invocation.suspended", "invocation.resumed",
-     "invocation.repinned", "invocation.paused", "invocation.completed"}
-)
-_STATES = {"invocation.created": "queued", "invocation.started": "running",
-           "invocation.resumed": "running", "invocation.repinned": "running",
-           "invocation.suspended": "suspended", "invocation.paused": "paused"}
-
-
-@dataclass(slots=True)
-class _Turn:
-    started: Record
-    waiting: bool = False  # as state, after turn.waiting
-    cards: set[str] = field(default_factory=set)  # open cards: waiting in-call
-
-    @property
-    def busy(self) -> bool:
-        return not self.waiting and not self.cards
-
-
-@dataclass(slots=True)
-class _Session:
-    turns: dict[str, _Turn] = field(default_factory=dict)
-    queued: dict[str, Record] = field(default_factory=dict)
-    since: Record | None = None
-
-
-@dataclass(slots=True)
-class _Invocation:
-    first: Record
-    target: str | None
-    key: str | None
-    state: str = "queued"
-    since: Record | None = None  # start of the current active stretch
-    reason: str | None = None
+from harness.checkers.model import STATES, model_of
+from harness.history import History, fmt_duration
 
 
 @final
@@ -94,199 +50,93 @@ class Liveness:
         "running or paused beyond the liveness bound: nothing is held forever."
     )
 
-    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
-    # only these (harness.checkers.base.dispatch).
-    reads: frozenset[str] = (_SESSION_KINDS | _CARD_CLOSERS | _INVOCATION_KINDS | FAULT_KINDS
-                               | {"fault.*", "run.end"})
+    # It reads the run's model (harness.checkers.model), built once over the whole history
+    # for every checker that reads it: no `reads`, so run_checkers gives it the history.
 
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
 
     def _check(self, history: History, config: CheckConfig) -> Result:
+        model = model_of(history)
         # A real engine's measured latency (see base.measured) is allowed on top.
         bound = config.liveness_bound + config.latency
-        dedup = Dedup()
-        faults = Faults()
-        sessions: dict[str, _Session] = {}
-        card_turn: dict[str, tuple[str, str]] = {}
-        invocations: dict[str, _Invocation] = {}
-        holders: dict[tuple[str, str], str] = {}
-        # Closed stretches long enough to matter whatever the heal time turns out to be.
-        busy_spans: list[tuple[str, Record, Record]] = []
-        # (invocation, its record, span start, span end, its state when the span ended)
-        inv_spans: list[tuple[str, _Invocation, Record, Record, str]] = []
-        last_fault: float | None = None
-        records = history.records
-        first_time = records[0].time if records else 0.0
-
-        def update(sid: str, s: _Session, r: Record) -> None:
-            busy = (any(t.busy for t in s.turns.values()) if s.turns
-                    else bool(s.queued))
-            if busy and s.since is None:
-                s.since = r
-            elif not busy and s.since is not None:
-                if r.time - s.since.time > bound:
-                    busy_spans.append((sid, s.since, r))
-                s.since = None
-
-        def close_card(tc: str | None, r: Record) -> None:
-            where = card_turn.pop(tc, None) if tc is not None else None
-            if where is None:
-                return
-            sid, turn_id = where
-            s = sessions[sid]
-            turn = s.turns.get(turn_id)
-            if turn is not None and tc in turn.cards:
-                turn.cards.discard(tc)
-                update(sid, s, r)
-
-        for r in records:
-            kind = r.kind
-            if kind in _SESSION_KINDS or kind in _CARD_CLOSERS:
-                if not dedup.fresh(r):
-                    continue
-                if kind in _CARD_CLOSERS:
-                    close_card(attr(r, "tool_call"), r)
-                    if kind != "turn.resumed":
-                        continue
-                sid = attr(r, "session")
-                if sid is None:
-                    continue
-                s = sessions.get(sid)
-                if s is None:
-                    s = sessions[sid] = _Session()
-                turn_id = attr(r, "turn")
-                turn = s.turns.get(turn_id) if turn_id is not None else None
-                if kind == "turn.started":
-                    message = r.data.get("message")
-                    if message is not None:
-                        s.queued.pop(message, None)
-                    if turn_id is not None and turn is None:
-                        s.turns[turn_id] = _Turn(r)
-                elif kind == "message.queued":
-                    message = r.data.get("message")
-                    if message is not None:
-                        s.queued.setdefault(message, r)
-                elif turn is not None:
-                    if kind == "turn.ended":
-                        del s.turns[turn_id]
-                        for tc in turn.cards:
-                            card_turn.pop(tc, None)
-                    elif kind == "turn.waiting":
-                        turn.waiting = True
-                    elif kind == "turn.resumed":
-                        turn.waiting = False
-                    elif kind == "tool.awaiting":
-                        tc = attr(r, "tool_call")
-                        if tc is not None:
-                            turn.cards.add(tc)
-                            card_turn[tc] = (sid, turn_id)
-                update(sid, s, r)
-                continue
-            if kind not in _INVOCATION_KINDS:
-                if kind in FAULT_KINDS:
-                    faults.feed(r)
-                if kind.startswith("fault.") and kind != "fault.heal":
-                    ends = r.time + float(r.data.get("duration") or 0.0)
-                    last_fault = ends if last_fault is None else max(last_fault, ends)
-                continue
-            if r.invocation is None:
-                continue
-            inv = invocations.get(r.invocation)
-            if inv is None:
-                target, key = r.data.get("target"), r.data.get("key")
-                inv = invocations[r.invocation] = _Invocation(
-                    r, None if target is None else str(target),
-                    None if key is None else str(key), since=r)
-            if kind == "invocation.completed":
-                if inv.since is not None and r.time - inv.since.time > bound:
-                    inv_spans.append((r.invocation, inv, inv.since, r, inv.state))
-                if inv.target is not None and inv.key is not None:
-                    slot = (inv.target.split("/", 1)[0], inv.key)
-                    if holders.get(slot) == r.invocation:
-                        del holders[slot]
-                del invocations[r.invocation]
-                continue
-            state = _STATES.get(kind, inv.state)
-            if state == "suspended":
-                if inv.since is not None and r.time - inv.since.time > bound:
-                    inv_spans.append((r.invocation, inv, inv.since, r, inv.state))
-                inv.since = None
-            elif inv.since is None:
-                inv.since = r
-            if state != inv.state:
-                inv.state, inv.reason = state, r.data.get("reason")
-            if kind == "invocation.started" and inv.target is not None and inv.key is not None:
-                holders[(inv.target.split("/", 1)[0], inv.key)] = r.invocation
-
-        end_time = run_end(history)
-        if faults.unhealed:
+        end_time = model.end
+        if model.faults.unhealed:
             return Result(self.name, True, reached=False,
                           note="a fault never healed, so liveness was not judged")
-        heal = max(x for x in (faults.last_end, last_fault, first_time) if x is not None)
+        heal = model.healed_at
         deadline = heal + bound
-        after = f"after the faults healed at {at(heal)}" if (
-            faults.last_end is not None or last_fault is not None) else "from the start"
+        after = f"after the faults healed at {at(heal)}" if model.had_faults else \
+            "from the start"
         limit = f"more than {fmt_duration(bound)} {after}{tolerance_note(config)}"
         violations: list[Violation] = []
 
         def too_long(start: float, stop: float) -> bool:
             return stop - max(start, heal) > bound
 
-        for sid, since, until in busy_spans:
+        busy = sorted(((b, s) for s in model.sessions.values() for b in s.busy
+                       if b.until is not None), key=lambda pair: pair[0].seq)
+        for stretch, session in busy:
+            since, until = stretch.since, stretch.until
+            assert until is not None
             if too_long(since.time, until.time):
                 violations.append(Violation(
-                    f"session {sid} stayed busy from {at(since.time)} to {at(until.time)}, "
-                    f"{limit}: {since.describe()}; {until.describe()}",
+                    f"session {session.id} stayed busy from {at(since.time)} to "
+                    f"{at(until.time)}, {limit}: {since.describe()}; {until.describe()}",
                     cite((since, until)),
                 ))
-        for sid, s in sessions.items():
-            if s.since is None or not too_long(s.since.time, end_time):
+        for session in model.sessions.values():
+            still = session.busy[-1] if session.busy and session.busy[-1].until is None \
+                else None
+            if still is None or not too_long(still.since.time, end_time):
                 continue
-            busy_turns = [(tid, t) for tid, t in s.turns.items() if t.busy]
-            queued = list(s.queued.items())
-            held = [f"turn {tid} in progress since {at(t.started.time)}"
-                    for tid, t in busy_turns]
+            held = [f"turn {tid} in progress since {at(started.time)}"
+                    for tid, started in session.busy_turns]
             held += [f"message {m} queued since {at(rec.time)} without its turn"
-                     for m, rec in queued]
-            evidence = [s.since, *(t.started for _, t in busy_turns),
-                        *(rec for _, rec in queued)]
+                     for m, rec in session.queued]
+            evidence = [still.since, *(started for _, started in session.busy_turns),
+                        *(rec for _, rec in session.queued)]
             violations.append(Violation(
-                f"session {sid} was still busy when the run ended at {at(end_time)}, "
-                f"{limit}: {'; '.join(held)}: {s.since.describe()}",
+                f"session {session.id} was still busy when the run ended at {at(end_time)}, "
+                f"{limit}: {'; '.join(held)}: {still.since.describe()}",
                 cite(evidence),
             ))
 
-        def name(inv_id: str, inv: _Invocation) -> str:
-            return f"{inv_id} {inv.target}" if inv.target else inv_id
-
-        for inv_id, inv, since, until, last in inv_spans:
+        ended = sorted(((a, inv) for inv in model.invocations for a in inv.active
+                        if a.until is not None), key=lambda pair: pair[0].seq)
+        for active, inv in ended:
+            since, until = active.since, active.until
+            assert until is not None
             if too_long(since.time, until.time):
                 # Queued, then started on a host: the witness says both, not only how the
                 # span began.
-                first = _STATES.get(since.kind, "active")
+                first = STATES.get(since.kind, "active")
+                last = active.state
                 stayed = first if last in (first, "suspended") else f"{first}, then {last},"
                 violations.append(Violation(
-                    f"invocation {name(inv_id, inv)} stayed {stayed}"
+                    f"invocation {inv.name} stayed {stayed}"
                     f" from {at(since.time)} to {at(until.time)} without completing or "
                     f"suspending, {limit}: {since.describe()}; {until.describe()}",
                     cite((since, until)),
                 ))
-        for inv_id, inv in invocations.items():
-            if inv.since is None or not too_long(inv.since.time, end_time):
+        for inv in model.invocations:
+            still_active = inv.active[-1] if inv.active and inv.active[-1].until is None \
+                else None
+            if inv.completed or still_active is None or \
+                    not too_long(still_active.since.time, end_time):
                 continue
+            since = still_active.since
             if inv.state == "queued" and inv.target is not None and inv.key is not None:
-                holder = holders.get((inv.target.split("/", 1)[0], inv.key))
-                state = (f"queued since {at(inv.since.time)} behind {holder}, which holds "
-                         f"key {inv.key}" if holder else f"queued since {at(inv.since.time)}")
+                state = (f"queued since {at(since.time)} behind {inv.holder}, which holds "
+                         f"key {inv.key}" if inv.holder else f"queued since {at(since.time)}")
             elif inv.state == "paused":
                 state = f"paused ({inv.reason or 'no reason given'})"
             else:
-                state = f"{inv.state} since {at(inv.since.time)}"
+                state = f"{inv.state} since {at(since.time)}"
             violations.append(Violation(
-                f"invocation {name(inv_id, inv)} never completed: {state}; the run ended at "
-                f"{at(end_time)}, {limit}: {inv.since.describe()}",
-                cite((inv.since,)),
+                f"invocation {inv.name} never completed: {state}; the run ended at "
+                f"{at(end_time)}, {limit}: {since.describe()}",
+                cite((since,)),
             ))
         reached = end_time >= deadline or bool(violations)
         return verdict(
@@ -294,5 +144,5 @@ class Liveness:
             note="" if reached else (
                 f"the run ended at {at(end_time)}, before the liveness bound ran out at "
                 f"{at(deadline)}"),
-            stats={"healed_at": heal, "sessions": float(len(sessions))},
+            stats={"healed_at": heal, "sessions": float(len(model.sessions))},
         )

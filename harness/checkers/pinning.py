@@ -25,19 +25,10 @@ callee may run on a newer deployment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import final
 
 from contract.records import JUDGED_ON, Reading
-from harness.checkers._common import (
-    FAULT_KINDS,
-    Faults,
-    at,
-    guarded,
-    merge,
-    overlap,
-    run_end,
-)
+from harness.checkers._common import at, guarded, merge, overlap
 from harness.checkers.base import (
     CheckConfig,
     Result,
@@ -45,40 +36,8 @@ from harness.checkers.base import (
     cite,
     verdict,
 )
+from harness.checkers.model import Pinned, Suspension, model_of
 from harness.history import History, Record, fmt_duration
-
-_KINDS = frozenset(
-    {"invocation.created", "invocation.started", "invocation.suspended", "invocation.resumed",
-     "invocation.completed", "invocation.paused", "invocation.repinned",
-     "deployment.registered", "deployment.superseded", "deployment.drained",
-     "deployment.retired"}
-)
-
-
-@dataclass(slots=True)
-class _Suspension:
-    start: Record
-    deployment: str | None
-    end: Record | None = None
-
-
-@dataclass(slots=True)
-class _Pin:
-    deployment: str
-    since: float
-    start: Record
-    until: float | None = None
-
-
-@dataclass(slots=True)
-class _Invocation:
-    id: str
-    target: str | None = None
-    pins: list[_Pin] = field(default_factory=list)
-    suspensions: list[_Suspension] = field(default_factory=list)
-    open: _Suspension | None = None
-    paused: Record | None = None
-    completed: Record | None = None
 
 
 @final
@@ -91,136 +50,37 @@ class PinningBound:
         "than the hand-off bound; no deployment is retired while something is pinned to it."
     )
 
-    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
-    # only these (harness.checkers.base.dispatch).
-    reads: frozenset[str] = _KINDS | FAULT_KINDS | {"run.end"}
+    # It reads the run's model (harness.checkers.model: the pins, the deployments, the
+    # faults), built once over the whole history: no `reads`, so it is given the history.
 
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
 
     def _check(self, history: History, config: CheckConfig) -> Result:
-        invocations: dict[str, _Invocation] = {}
-        versions: dict[str, str] = {}
-        superseded: dict[str, Record] = {}
-        drained: dict[str, Record] = {}
-        live: dict[str, int] = {}
-        pinned_when_superseded = 0
-        # Every record saying a deployment drained or was retired, judged against the pins.
-        retirements: list[Record] = []
-        faults = Faults()
-
-        def inv_of(r: Record) -> _Invocation | None:
-            inv_id = r.invocation
-            if inv_id is None:
-                return None
-            inv = invocations.get(inv_id)
-            if inv is None:
-                inv = invocations[inv_id] = _Invocation(inv_id)
-            target = r.data.get("target")
-            if target is not None and inv.target is None:
-                inv.target = str(target)
-            return inv
-
-        def unpin(inv: _Invocation, r: Record) -> None:
-            if not inv.pins or inv.pins[-1].until is not None:
-                return
-            pin = inv.pins[-1]
-            pin.until = r.time
-            live[pin.deployment] = live.get(pin.deployment, 1) - 1
-            if live[pin.deployment] <= 0 and pin.deployment in superseded:
-                drained.setdefault(pin.deployment, r)
-
-        def close(inv: _Invocation, r: Record) -> None:
-            if inv.open is not None:
-                inv.open.end = r
-                inv.open = None
-
-        for r in history.records:
-            kind = r.kind
-            if kind in FAULT_KINDS:
-                faults.feed(r)
-                continue
-            if kind not in _KINDS:
-                continue
-            if kind == "invocation.started":
-                inv = inv_of(r)
-                if inv is not None and r.deployment is not None:
-                    unpin(inv, r)
-                    inv.pins.append(_Pin(r.deployment, r.time, r))
-                    live[r.deployment] = live.get(r.deployment, 0) + 1
-            elif kind == "invocation.suspended":
-                inv = inv_of(r)
-                if inv is not None and inv.open is None:
-                    dep = r.deployment or (inv.pins[-1].deployment if inv.pins else None)
-                    inv.open = _Suspension(r, dep)
-                    inv.suspensions.append(inv.open)
-            elif kind == "invocation.resumed":
-                inv = inv_of(r)
-                if inv is not None:
-                    close(inv, r)
-            elif kind == "invocation.completed":
-                inv = inv_of(r)
-                if inv is not None:
-                    close(inv, r)
-                    unpin(inv, r)
-                    inv.completed = r
-            elif kind == "invocation.paused":
-                inv = inv_of(r)
-                if inv is not None:
-                    close(inv, r)
-                    inv.paused = r
-            elif kind == "invocation.repinned":
-                inv = inv_of(r)
-                if inv is not None and r.deployment is not None:
-                    unpin(inv, r)
-                    inv.pins.append(_Pin(r.deployment, r.time, r))
-                    live[r.deployment] = live.get(r.deployment, 0) + 1
-            elif kind == "invocation.created":
-                inv_of(r)
-            elif kind == "deployment.registered":
-                if r.deployment is not None:
-                    versions[r.deployment] = str(r.data.get("version", "?"))
-                    for host in r.data.get("hosts") or ():
-                        faults.host_deployment[str(host)] = r.deployment
-            elif kind == "deployment.superseded":
-                dep = r.deployment
-                if dep is not None and dep not in superseded:
-                    superseded[dep] = r
-                    if live.get(dep, 0) > 0 or r.data.get("pinned"):
-                        pinned_when_superseded += 1
-                    if live.get(dep, 0) <= 0:
-                        drained.setdefault(dep, r)
-            elif kind == "deployment.retired" and r.deployment is not None:
-                retirements.append(r)
-            elif kind == "deployment.drained" and r.deployment is not None:
-                retirements.append(r)
-                first = drained.get(r.deployment)
-                if first is None or r.time < first.time:
-                    drained[r.deployment] = r
-
-        end_time = run_end(history)
-        host_down, provider = faults.finish(end_time)
+        model = model_of(history)
+        invocations = model.pins
+        deployments = model.deployments
+        superseded, drained = deployments.superseded, deployments.drained
+        end_time = model.end
+        faults = model.faults
         # A call a world service held (a slow answer, a timeout) blocks its caller as a
         # paused host does: not a wait of the design, so not counted against the bound.
-        host_down = merge(host_down + faults.held())
+        host_down = merge([*faults.downtime, *faults.held])
+        provider = list(faults.provider)
         bound = config.hand_off_after + config.slack("hand_off")
         limit = config.limit("hand_off")
         violations: list[Violation] = []  # deployments first: the headline
         suspended_too_long: list[Violation] = []
 
-        def dep_name(dep: str | None) -> str:
-            if dep is None:
-                return "an unknown deployment"
-            version = versions.get(dep)
-            return f"{dep} ({version})" if version else dep
+        dep_name = deployments.name
 
-        def span(s: _Suspension) -> tuple[float, float]:
+        def span(s: Suspension) -> tuple[float, float]:
             return s.start.time, (s.end.time if s.end is not None else end_time)
 
-        def target(inv: _Invocation) -> str:
-            return f"{inv.id} {inv.target}" if inv.target else inv.id
+        def target(inv: Pinned) -> str:
+            return inv.name
 
-        def suspended_text(inv: _Invocation, s: _Suspension) -> str:
+        def suspended_text(inv: Pinned, s: Suspension) -> str:
             t0, t1 = span(s)
             until = (f"to {at(t1)}" if s.end is not None
                      else f"until the run ended at {at(t1)}")
@@ -262,9 +122,9 @@ class PinningBound:
                 and (pin.until is None or pin.until > deadline)
             ]
             # (suspended time while pinning it, number of waits, invocation, longest wait)
-            waits: list[tuple[float, int, _Invocation, _Suspension]] = []
+            waits: list[tuple[float, int, Pinned, Suspension]] = []
             for inv, _pin in keepers:
-                best: tuple[float, _Suspension] | None = None
+                best: tuple[float, Suspension] | None = None
                 total, count = 0.0, 0
                 for s in inv.suspensions:
                     t0, t1 = span(s)
@@ -314,12 +174,12 @@ class PinningBound:
             violations.append(Violation(f"{head} (limit {limit}): {why}", cite(evidence)))
 
         cut_off: list[Violation] = []
-        for gone in retirements:
-            dep = gone.deployment
+        for gone in deployments.retirements:
+            gone_from = gone.deployment
             word = "retired" if gone.kind == "deployment.retired" else "drained"
             holders = [
                 (inv, pin) for inv in invocations.values() for pin in inv.pins
-                if pin.deployment == dep and pin.since <= gone.time
+                if pin.deployment == gone_from and pin.since <= gone.time
                 and (pin.until is None or pin.until > gone.time + config.tolerance)
             ]
             if not holders:
@@ -329,14 +189,14 @@ class PinningBound:
                      else "until the run ended")
             more = f"; and {len(holders) - 1} more" if len(holders) > 1 else ""
             cut_off.append(Violation(
-                f"deployment {dep_name(dep)} was recorded {word} at {at(gone.time)} while "
+                f"deployment {dep_name(gone_from)} was recorded {word} at {at(gone.time)} while "
                 f"invocation {target(inv)} was still pinned to it (since {at(pin.since)}, "
                 f"{until}): it was cut off from the deployment it must resume on{more}",
                 cite((gone, pin.start)),
             ))
 
         violations = cut_off + violations + suspended_too_long
-        reached = (pinned_when_superseded > 0 or max_suspended >= config.hand_off_after
+        reached = (deployments.pinned_when_superseded > 0 or max_suspended >= config.hand_off_after
                    or bool(violations))
         return verdict(
             self.name, violations,

@@ -35,15 +35,16 @@ from typing import final
 from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import Dedup, at, attr, guarded, run_end
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.checkers.model import HOST_KINDS, Assignment, model_of
 from harness.history import History, Record, fmt_duration
 
+# The hosts' crashes and pauses, and who owned each epoch, are the run model's
+# (harness.checkers.model).
 _KINDS = frozenset(
     {"tool.intent", "tool.result", "tool.awaiting", "tool.handoff", "turn.waiting",
      "op.answer", "tool.rerun", "turn.resumed", "turn.held", "turn.ended",
-     "threadlog.assigned", "attempt.started", "effect.attempted", "host.paused",
-     "host.resumed", "host.crashed", "fault.gc-pause", "fault.crash", "fault.heal"}
+     "threadlog.assigned", "attempt.started", "effect.attempted"}
 )
-_INF = float("inf")
 _WAITS = frozenset({"tool.awaiting", "tool.handoff", "turn.waiting"})
 _ANSWERS = frozenset({"op.answer", "tool.rerun", "turn.resumed"})
 _ACCEPTED_ENDS = frozenset({"cancelled", "steered", "held"})
@@ -76,13 +77,15 @@ class ConservativeRecovery:
     )
 
     # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
-    # only these (harness.checkers.base.dispatch).
-    reads: frozenset[str] = _KINDS | {"run.end"}
+    # only these (harness.checkers.base.dispatch). The hosts and the epochs' owners it reads
+    # from the run's model (harness.checkers.model), built once over the whole history.
+    reads: frozenset[str] = _KINDS | HOST_KINDS | {"run.end"}
 
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
 
     def _check(self, history: History, config: CheckConfig) -> Result:
+        model = model_of(history)
         dedup = Dedup()
         intents: dict[str, _Intent] = {}
         keys: dict[str, set[str]] = {}
@@ -93,9 +96,6 @@ class ConservativeRecovery:
         by_turn: dict[tuple[str, str], list[str]] = {}
         moved: list[_Intent] = []
         violations: list[Violation] = []
-        owners: dict[tuple[str, int], str] = {}
-        paused_until: dict[str, float] = {}
-        crashed_at: dict[str, Record] = {}
         attempts: dict[str, Record] = {}
         unjudged = 0
 
@@ -116,10 +116,13 @@ class ConservativeRecovery:
             now = r.time
             if host is None:
                 return None
-            crash = crashed_at.get(host)
+            known = model.hosts.get(host)
+            if known is None:
+                return ""
+            crash = known.crash_before(r.index)
             if crash is not None and crash.time >= intent.record.time:
                 return f"its host {host} crashed at {at(crash.time)}"
-            if paused_until.get(host, -_INF) > now:
+            if known.paused_until(r.index) > now:
                 return f"its host {host} was paused"
             return ""
 
@@ -159,7 +162,7 @@ class ConservativeRecovery:
                     epochs.get(session) if session is not None else None)
                 inv = attr(r, "invocation")
                 turn = attr(r, "turn")
-                host = r.host or (owners.get((session, epoch))
+                host = r.host or (_owner(model.epochs.get(session, ()), epoch, r.index)
                                   if session is not None and epoch is not None else None)
                 intents[tc] = _Intent(r, session, turn, inv, epoch, host)
                 if session is not None:
@@ -209,9 +212,6 @@ class ConservativeRecovery:
                 if session is None or epoch is None:
                     continue
                 epoch = int(epoch)
-                owner = r.data.get("owner")
-                if owner is not None:
-                    owners.setdefault((session, epoch), str(owner))
                 previous = epochs.get(session)
                 if previous is None or epoch > previous:
                     epochs[session] = epoch
@@ -221,19 +221,6 @@ class ConservativeRecovery:
                     attempts[r.invocation] = r
                     if r.data.get("replay"):
                         move(by_invocation.get(r.invocation), r)
-            elif kind in ("host.paused", "fault.gc-pause"):
-                if r.host is not None:
-                    duration = r.data.get("duration")
-                    until = _INF if duration is None else r.time + float(duration)
-                    paused_until[r.host] = max(paused_until.get(r.host, -_INF), until)
-            elif kind == "host.resumed":
-                if r.host is not None:
-                    paused_until.pop(r.host, None)
-            elif kind in ("host.crashed", "fault.crash"):
-                if r.host is not None:
-                    crashed_at[r.host] = r
-            elif kind == "fault.heal":
-                paused_until.clear()
             elif kind in _WAITS:
                 if tc is not None:
                     waiting.add(tc)
@@ -287,3 +274,13 @@ class ConservativeRecovery:
             stats={"intents": float(len(intents)), "recoveries": float(len(moved)),
                    "held": float(held), "unjudged_attempts": float(unjudged)},
         )
+
+
+def _owner(assignments: tuple[Assignment, ...], epoch: int, before: int) -> str | None:
+    """Who was first assigned `epoch` of a session's thread, before record `before`."""
+    for a in assignments:
+        if a.record.index >= before:
+            break
+        if a.epoch == epoch and a.owner is not None:
+            return a.owner
+    return None

@@ -41,18 +41,9 @@ from dataclasses import dataclass, field
 from typing import final
 
 from contract.records import JUDGED_ON, Reading
-from harness.checkers._common import (
-    FAULT_KINDS,
-    Dedup,
-    Faults,
-    at,
-    attr,
-    guarded,
-    merge,
-    overlap,
-    run_end,
-)
+from harness.checkers._common import FAULT_KINDS, Dedup, at, attr, guarded, merge, overlap
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.checkers.model import model_of
 from harness.history import History, Record, fmt_duration
 
 _KINDS = frozenset(
@@ -60,7 +51,7 @@ _KINDS = frozenset(
      "tool.result", "turn.held"}
 )
 _LOG_KINDS = frozenset({"threadlog.appended", "threadlog.committed"})
-_WANTED = _KINDS | FAULT_KINDS | _LOG_KINDS
+_WANTED = _KINDS | _LOG_KINDS
 _EPSILON = 1e-6
 # Outcomes that do not end a tool call: the turn goes on with a placeholder (the real result
 # still comes), or the person is asked to confirm (a new card, a new wait).
@@ -88,8 +79,9 @@ class TurnOutcome:
     )
 
     # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
-    # only these (harness.checkers.base.dispatch).
-    reads: frozenset[str] = _WANTED | {"run.end"}
+    # only these (harness.checkers.base.dispatch). The faults it reads from the run's model
+    # (harness.checkers.model), built once over the whole history.
+    reads: frozenset[str] = _WANTED | FAULT_KINDS | {"run.end"}
 
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
@@ -113,15 +105,9 @@ class TurnOutcome:
         origins: dict[str, Record] = {}
         filed: dict[str, list[Record]] = {}
         dedup = Dedup()
-        faults = Faults()
         for r in history.records:
             kind = r.kind
-            if kind not in _WANTED:
-                continue
-            if kind in FAULT_KINDS:
-                faults.feed(r)
-                continue
-            if not dedup.fresh(r):
+            if kind not in _WANTED or not dedup.fresh(r):
                 continue
             if kind in _LOG_KINDS:
                 entry = r.data.get("entry")
@@ -181,9 +167,9 @@ class TurnOutcome:
                     if first is None or r.time < first.time:
                         expiries[tc] = r
 
-        end_time = run_end(history)
-        host_down, provider = faults.finish(end_time)
-        fault_windows = merge(host_down + provider)
+        model = model_of(history)
+        end_time = model.end
+        fault_windows = merge([*model.faults.downtime, *model.faults.provider])
         max_wait, tolerance = config.max_wait, config.slack("max_wait")
         limit = config.limit("max_wait")
         violations: list[Violation] = []

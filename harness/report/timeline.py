@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from contract import records as vocabulary
+from harness.checkers.model import model_of
 from harness.history import History, Record, fmt_duration
 
 # Span kinds, in drawing order (a later kind is drawn over an earlier one on the same row).
@@ -246,29 +247,18 @@ def fault_label(record: Record) -> str:
     return " ".join(parts)
 
 
-def _faults(records: Sequence[Record], end: float) -> list[Fault]:
+def _faults(history: History, end: float) -> list[Fault]:
+    """The run's fault windows (the run model's: each ends as its fault kind says), drawn
+    from their start to their end, clipped to the axis; one that never ended, open until
+    `end` if its kind stays open (a pause), else an instant."""
     out = []
-    for i, r in enumerate(records):
-        if not r.kind.startswith("fault."):
-            continue
-        kind = r.kind.removeprefix("fault.")
-        duration = r.data.get("duration")
-        stop: float | None = None
-        if isinstance(duration, int | float) and not isinstance(duration, bool):
-            stop = r.time + float(duration)
-        elif kind in ("gc-pause", "crash"):
-            resume = "host.resumed" if kind == "gc-pause" else "host.restarted"
-            for later in records[i + 1:]:
-                if later.kind == resume and later.host == r.host:
-                    stop = later.time
-                    break
-                if later.kind == "fault.heal":
-                    stop = later.time
-                    break
-            if stop is None and kind == "gc-pause":
-                stop = end
+    for window in model_of(history).fault_windows:
+        r = window.record
+        stop = window.end
+        if stop is None and window.open_until_end:
+            stop = end
         out.append(Fault(r.time, None if stop is None else min(max(stop, r.time), max(end, r.time)),
-                         kind, fault_label(r), r.index, r.host))
+                         window.kind, fault_label(r), r.index, r.host))
     return out
 
 
@@ -456,7 +446,8 @@ def build_timeline(
             members = keep
         chosen.extend(sorted(members, key=lambda b: (b.first, b.id)))
 
-    faults = _faults(records, stop)
+    faults = _faults(history if isinstance(history, History) else
+                     History.from_records(records), stop)
     return Timeline(start, stop, tuple(built[(b.group, b.id)] for b in chosen),
                     tuple(faults), hidden)
 

@@ -31,9 +31,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from contract.faultpoints import POINTS
 from contract.services import FAULT_NAMES, SERVICES
-from harness.schedules.model import LINKS, TOXICS, Schedule, Step
+from harness.faults import FAULTS
+from harness.schedules.model import Schedule, Step
 
 DAY = 86400
 T = TypeVar("T")
@@ -52,8 +52,12 @@ class Size:
 
 _TOOLS = ("send_email", "charge_card", "lookup", "notify")
 _APPROVAL_TOOLS = ("send_email", "charge_card")
-_FAULT_KINDS = ("gc-pause", "crash", "deploy", "service-fault", "arm", "answer-burst",
-                "network", "clock-jump")
+# The swarm's choices: every fault kind the registry can draw, and the answer burst (a
+# person's pattern, drawn among the faults) in sixth place. The order is the draw's: it fixes
+# every generated schedule.
+_ANSWER_BURST = "answer-burst"
+_DRAWN = [name for name, kind in FAULTS.items() if kind.draw is not None]
+_FAULT_KINDS = (*_DRAWN[:5], _ANSWER_BURST, *_DRAWN[5:])
 # The tools that reach each world service (the provider and identity: any turn, any re-run).
 _SERVICE_TOOLS = {"provider": _TOOLS, "email": ("send_email", "notify"),
                   "payments": ("charge_card",), "identity": _APPROVAL_TOOLS,
@@ -68,7 +72,6 @@ WINDOWS = ("rerun", "recovery", "recovery", "recovery", "recovery", "recovery", 
 _RECOVERY_POINTS = (("effect.email.after_send", "send_email"),
                     ("effect.charge.after_charge", "charge_card"),
                     ("tool.after_intent", "send_email"), ("tool.after_intent", "charge_card"))
-_POINTS = tuple(sorted(POINTS))
 MINUTE, HOUR = 60, 3600
 HAND_OFF = 5 * MINUTE
 MAX_WAIT = 8 * DAY
@@ -170,25 +173,9 @@ def schedules(seed: int, count: int, size: Size = Size(), start: int = 0) -> Ite
 
 def _fault(d: Draw, at: float, kind: str, session: str) -> tuple[Step, ...]:
     host = d.pick(("owner", "any", "latest/1"))
-    if kind == "gc-pause":
-        duration = float(d.pick((5, 30, 90, 300, 900)))
-        return (Step(at, "gc-pause", (("host", host), ("duration", duration))),)
-    if kind == "crash":
-        return (Step(at, "crash", (("host", host),)),)
-    if kind == "deploy":
-        return (Step(at, "deploy", (("version", ""),)),)
-    if kind == "service-fault":
-        return (_service_fault(at, d.pick(SERVICES), d.pick(FAULT_NAMES)),)
-    if kind == "arm":
-        action = d.pick(("crash", "pause"))
-        duration = float(d.pick((30, 120, 600)))
-        return (Step(at, "arm", (("point", d.pick(_POINTS)), ("action", action),
-                                 ("duration", duration), ("times", 1))),)
-    if kind == "network":
-        return (Step(at, "network", (("link", d.pick(LINKS)), ("kind", d.pick(TOXICS)),
-                                     ("duration", float(d.pick((10, 60, 300)))))),)
-    if kind == "clock-jump":
-        return (Step(at, "clock-jump", (("duration", float(d.pick((30, 600, 3 * HOUR)))),)),)
+    fault = FAULTS.get(kind)
+    if fault is not None and fault.draw is not None:
+        return (Step(at, kind, fault.draw(d, host)),)
     # A person who answers twice in quick succession (double click, two devices), the second
     # maybe the other way.
     return (_answer(at, session), _answer(at + d.integer(0, 30), session,

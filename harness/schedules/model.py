@@ -13,10 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from contract.services import FAULT_NAMES, SERVICES
 from contract.thresholds import MAX_WAIT
+from harness.faults import FAULTS
 
-# action -> (required params, optional params with defaults)
+# action -> (required params, optional params with defaults): a person's and the directory's
+# actions here, every fault kind's from its one home (`harness.faults.FAULTS`).
 ACTIONS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
     "message": (("session",), {"text": "hello", "tools": [], "user": "alice"}),
     "answer": (("session",), {"decision": "approve", "user": "alice"}),
@@ -24,35 +25,22 @@ ACTIONS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
     "cancel": (("session",), {}),
     "revoke": ((), {"user": "alice", "tool": "*"}),
     "grant": ((), {"user": "alice", "tool": "*"}),
-    "deploy": ((), {"version": ""}),
-    "gc-pause": ((), {"host": "owner", "duration": 120.0}),
-    "crash": ((), {"host": "owner"}),
-    "service-fault": (("service", "fault"), {"times": 1}),
-    "arm": (("point",), {"action": "crash", "duration": 120.0, "times": 1}),
-    "clock-jump": (("duration",), {}),
-    "network": (("link", "kind"), {"duration": 60.0}),
+    **{kind.name: (kind.required, dict(kind.optional)) for kind in FAULTS.values()},
 }
 
 # `do = "provider"` (a scenario file's older step) reads as a service fault on "provider".
-# The network links a `network` step may name: workers -> PostgreSQL ("pg"), workers -> the
-# world ("world": the model provider, outbox, ledger, identity, catalog and cards); and how
-# it degrades them. A runtime with `NetworkFaults` (harness.adapters.base) exposes them.
-LINKS: Final[tuple[str, ...]] = ("pg", "world")
-TOXICS: Final[tuple[str, ...]] = ("latency", "timeout", "reset_peer", "down")
 LEGACY_ACTIONS: Final = {"provider": "service-fault"}
 
-FAULT_ACTIONS: Final = frozenset({"gc-pause", "crash", "deploy", "service-fault", "arm",
-                                  "clock-jump", "network"})
+FAULT_ACTIONS: Final = frozenset(FAULTS)
 
 # The kinds of step a schedule can hold, as the report counts them (`Schedule.step_kinds`):
 # the actions, answers split by what they do to a card (a denial, a second answer right after
 # the first, one after the card's `max_wait`), a message that steers a session whose turn may
-# be waiting, and a service fault per service and fault.
+# be waiting, and each fault kind's own (a service fault per service and fault).
 STEP_KINDS: Final = (
     "message", "message (steer)", "answer (approve)", "answer (deny)", "answer (duplicate)",
-    "answer (late)", "background", "cancel", "revoke", "grant", "deploy", "gc-pause", "crash",
-    "arm (crash)", "arm (pause)", "network", "clock-jump",
-    *(f"service-fault ({service} {fault})" for service in SERVICES for fault in FAULT_NAMES),
+    "answer (late)", "background", "cancel", "revoke", "grant",
+    *(kind for fault in FAULTS.values() for kind in fault.kinds()),
 )
 APPROVAL_TOOLS: Final = ("send_email", "charge_card")
 # A second answer this soon after one of the same session is a duplicate (a double click,
@@ -179,10 +167,8 @@ class Schedule:
                 if step.at - last_message.get(session, math.inf) > LATE_AFTER:
                     kinds.add("answer (late)")
                 last_answer[session] = step.at
-            elif action == "arm":
-                kinds.add(f"arm ({step.get('action')})")
-            elif action == "service-fault":
-                kinds.add(f"service-fault ({step.get('service')} {step.get('fault')})")
+            elif action in FAULTS:
+                kinds.add(FAULTS[action].step_kind(step))
             else:
                 kinds.add(action)
         return frozenset(kinds)

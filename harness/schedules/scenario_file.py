@@ -6,15 +6,12 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from contract.faultpoints import POINTS
 from contract.invariants import INVARIANTS
-from contract.services import FAULT_ALIASES, FAULT_NAMES, SERVICES
 from harness.errors import ScenarioError
+from harness.faults import FAULTS
 from harness.schedules.model import (
     ACTIONS,
     LEGACY_ACTIONS,
-    LINKS,
-    TOXICS,
     Schedule,
     Step,
     format_duration,
@@ -258,29 +255,12 @@ def _step(raw: Any, where: str, index: int) -> Step:
 
 
 def _validate(action: str, params: dict[str, Any], where: str, here: str) -> None:
-    if action == "service-fault":
-        if params["service"] not in SERVICES:
-            raise ScenarioError(where, f"{here}.service", f"unknown service "
-                                f"{params['service']!r}", f"use one of {list(SERVICES)}")
-        fault = params["fault"]
-        if fault not in FAULT_NAMES and fault not in FAULT_ALIASES:
-            raise ScenarioError(where, f"{here}.fault", f"unknown {params['service']} fault "
-                                f"{fault!r}", f"use one of {list(FAULT_NAMES)}")
-        params["fault"] = FAULT_ALIASES.get(fault, fault)
-    if action == "arm":
-        if params["point"] not in POINTS:
-            raise ScenarioError(where, f"{here}.point", f"unknown fault point "
-                                f"{params['point']!r}", f"use one of {sorted(POINTS)}")
-        if params["action"] not in ("crash", "pause"):
-            raise ScenarioError(where, f"{here}.action", f"unknown action "
-                                f"{params['action']!r}", "use 'crash' or 'pause'")
-    if action == "network":
-        if params["link"] not in LINKS:
-            raise ScenarioError(where, f"{here}.link", f"unknown link {params['link']!r}",
-                                f"use one of {list(LINKS)}")
-        if params["kind"] not in TOXICS:
-            raise ScenarioError(where, f"{here}.kind", f"unknown network fault "
-                                f"{params['kind']!r}", f"use one of {list(TOXICS)}")
+    fault = FAULTS.get(action)
+    if fault is not None:  # what a fault accepts is its kind's (harness.faults)
+        problem = fault.check(params)
+        if problem is not None:
+            key, what, fix = problem
+            raise ScenarioError(where, f"{here}.{key}", what, fix)
     if action == "message":
         tools = params["tools"]
         if not isinstance(tools, list) or any(t not in DEFAULT_TOOLS for t in tools):

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from contract.services import FAULT_NAMES
+from harness.faults import FAULTS
 from harness.schedules.model import Schedule, Step
 
 # Enough passes for every story seen so far (each pass that changes something makes the
@@ -134,15 +134,10 @@ def _simpler(steps: list[Step], i: int) -> Iterator[Step]:
         yield _set(step, "decision", "approve")
     if params.get("host") not in (None, "owner"):
         yield _set(step, "host", "owner")
-    duration = params.get("duration")
-    if (step.action in ("gc-pause", "arm", "network") and isinstance(duration, float)
-            and duration > 30):
-        yield _set(step, "duration", 30.0)
-    if step.action == "service-fault":
-        fault = params.get("fault")
-        if fault in FAULT_NAMES:
-            for simpler in FAULT_NAMES[:FAULT_NAMES.index(fault)]:
-                yield _set(step, "fault", simpler)
+    fault = FAULTS.get(step.action)
+    if fault is not None:  # a shorter pause, a plainer service fault: the kind says
+        for key, value in fault.simpler(step):
+            yield _set(step, key, value)
     times = params.get("times")
     if isinstance(times, int) and times > 1:
         yield _set(step, "times", 1)

@@ -1,0 +1,155 @@
+"""The run model (harness.checkers.model): one pass over a history, read by the checkers and the
+timeline. Hand-made histories pin what each part of it says."""
+
+from __future__ import annotations
+
+import math
+
+from harness.checkers import ALL, run_checkers
+from harness.checkers.base import CheckConfig
+from harness.checkers.model import build, model_of
+from harness.history import History
+
+
+def _history() -> History:
+    h = History()
+    h.add("deployment.registered", deployment="dep1", data={"version": "v1", "hosts": ["h1"]})
+    h.add("invocation.created", invocation="inv1", data={"target": "Controller/onMessage",
+                                                          "key": "s1"})
+    h.add("invocation.started", invocation="inv1", deployment="dep1", host="h1")
+    h.add("turn.started", session="s1", turn="t1", data={"message": "s1.m1"})
+    h.add("invocation.suspended", invocation="inv1", deployment="dep1")
+    h.add("fault.gc-pause", "info", host="h1", data={"duration": 30.0})
+    h.add("host.paused", host="h1", deployment="dep1")
+    h.add("host.resumed", host="h1", deployment="dep1")
+    h.add("fault.crash", "info", host="h2")
+    h.add("host.crashed", host="h2")
+    h.add("host.restarted", host="h2")
+    h.add("threadlog.assigned", session="s1", epoch=2, data={"owner": "h2"})
+    h.add("deployment.superseded", deployment="dep1", data={"by": "dep2", "pinned": 1})
+    h.add("invocation.resumed", invocation="inv1")
+    h.add("turn.ended", session="s1", turn="t1", data={"reason": "completed"})
+    h.add("invocation.completed", invocation="inv1")
+    h.add("fault.heal", "info", data={"at": 0.0})
+    h.add("run.end")
+    return h
+
+
+def test_fault_windows_end_as_their_kind_says() -> None:
+    model = build(_history())
+    windows = {w.kind: w for w in model.fault_windows}
+    assert windows["gc-pause"].end == 30.0  # its duration
+    assert windows["gc-pause"].target == "h1"
+    assert windows["crash"].end == 0.0  # the host's restart (all at t=0 here)
+    assert windows["heal"].end is None  # an instant
+    assert set(windows) == {"gc-pause", "crash", "heal"}
+    assert not model.faults.unhealed
+    assert model.faults.records_end == 30.0
+
+
+def test_an_open_pause_stays_open_and_a_crash_without_restart_is_an_instant() -> None:
+    h = History()
+    h.add("fault.gc-pause", "info", host="h1")
+    h.add("fault.crash", "info", host="h2")
+    h.add("run.end")
+    model = build(h)
+    pause, crash = model.fault_windows
+    assert pause.end is None and pause.open_until_end
+    assert crash.end is None and not crash.open_until_end
+    assert model.faults.unhealed
+
+
+def test_sessions_invocations_pins_and_deployments() -> None:
+    model = build(_history())
+    s1 = model.sessions["s1"]
+    assert len(s1.busy) == 1 and s1.busy[0].until is not None
+    assert s1.busy[0].until.kind == "turn.ended"
+    (inv,) = model.invocations
+    assert inv.completed and inv.name == "inv1 Controller/onMessage"
+    assert [a.state for a in inv.active] == ["running", "running"]
+    pinned = model.pins["inv1"]
+    assert [p.deployment for p in pinned.pins] == ["dep1"]
+    assert pinned.suspensions[0].end is not None
+    assert pinned.suspensions[0].end.kind == "invocation.resumed"
+    assert model.deployments.name("dep1") == "dep1 (v1)"
+    assert model.deployments.drained["dep1"].kind == "invocation.completed"
+    assert model.deployments.pinned_when_superseded == 1
+    assert model.faults.host_deployment["h1"] == "dep1"
+
+
+def test_hosts_and_epochs_answer_as_of_a_record() -> None:
+    h = _history()
+    model = build(h)
+    h1, h2 = model.hosts["h1"], model.hosts["h2"]
+    paused_at = next(r.index for r in h if r.kind == "fault.gc-pause")
+    resumed_at = next(r.index for r in h if r.kind == "host.resumed")
+    assert h1.paused_until(paused_at) == -math.inf  # not before the pause itself
+    assert h1.paused_until(paused_at + 1) == 30.0
+    assert h1.paused_until(resumed_at + 1) == -math.inf
+    crash = h2.crash_before(len(h))
+    assert crash is not None and crash.kind == "host.crashed"
+    assert h2.crash_before(0) is None
+    (assignment,) = model.epochs["s1"]
+    assert (assignment.epoch, assignment.owner) == (2, "h2")
+
+
+def test_the_checkers_of_one_run_share_one_model() -> None:
+    h = _history()
+    built: list[int] = []
+    import harness.checkers.model as module
+
+    original = module.build
+
+    def counting(history: History) -> module.RunModel:
+        built.append(len(history))
+        return original(history)
+
+    module.build = counting  # type: ignore[assignment]
+    try:
+        module._last = None
+        results = run_checkers(ALL, h, CheckConfig())
+    finally:
+        module.build = original  # type: ignore[assignment]
+    assert built == [len(h)]
+    assert all(r.valid is not None for r in results), [r.note for r in results]
+    # A history that grew is built again: the cache never answers for fewer records.
+    first = model_of(h)
+    h.add("run.end")
+    assert model_of(h) is not first
+
+
+def test_the_model_reads_only_the_kinds_it_declares() -> None:
+    """Built from only the records of `KINDS` (as `dispatch` cuts a view), the model is the
+    same as from the whole history: `KINDS` names everything its pass reads."""
+    from harness.adapters import load_adapter
+    from harness.checkers.base import Result, dispatch
+    from harness.checkers.model import KINDS
+    from harness.run import RunOptions, run_schedule
+    from harness.schedules.generate import generate
+
+    class Keep:
+        """Keeps the whole history (it declares no `reads`)."""
+
+        name = "keep"
+        history: History | None = None
+
+        def check(self, history: History, config: CheckConfig) -> Result:
+            Keep.history = history
+            return Result(self.name, True)
+
+    class Reader:
+        name = "model"
+        reads = KINDS
+
+    adapter = load_adapter("reference")
+    compared = 0
+    for index in range(12):
+        run_schedule(adapter, generate(5, index),
+                     RunOptions(report_dir=None, save_history=False, checkers=(Keep(),)))
+        whole = Keep.history
+        assert whole is not None
+        (view,) = dispatch((Reader(),), whole)
+        assert len(view) < len(whole)
+        assert build(view) == build(whole)
+        compared += 1
+    assert compared == 12
