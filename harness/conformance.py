@@ -39,18 +39,10 @@ from functools import partial
 from typing import Any, Final, NoReturn, TypeVar
 
 from contract import records as vocabulary
-from harness.adapters.base import (
-    Adapter,
-    ClockEffects,
-    Crashable,
-    FaultPoints,
-    Pausable,
-    Redeployable,
-    Runtime,
-    not_a_runtime,
-)
+from contract.thresholds import CheckConfig
+from harness.adapters.base import Adapter, Runtime, not_a_runtime
 from harness.adapters.opening import deterministic, open_run, run_history
-from harness.checkers.base import CheckConfig
+from harness.capabilities import ClockEffects, Crashable, FaultPoints, Pausable, Redeployable
 from harness.errors import AdapterContractError, RecordError, RunTimeout
 from harness.history import TYPES, History, Record
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 from contract.faultpoints import POINTS
 from contract.network import LINKS, TOXICS
 from contract.services import FAULT_ALIASES, FAULT_NAMES, SERVICES
-from harness.adapters.base import (
+from harness.capabilities import (
     ClockEffects,
     Crashable,
     FaultPoints,

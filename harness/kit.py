@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from contract.thresholds import CheckConfig
 from harness.adapters.base import RunContext
-from harness.checkers.base import CheckConfig
 from harness.components.net import free_port, wait_until
 from harness.components.procs import ProcessGroup
 from harness.effects import EffectsFile, Line, apply_effect

@@ -7,20 +7,13 @@ import os
 import sys
 from collections.abc import Callable
 
+from contract.thresholds import CheckConfig
 from harness.adapters.base import (
     CAPABILITY_OF,
     ENDPOINT_OF,
     WORLD_ENDPOINTS,
     Adapter,
-    Backgroundable,
-    Cancellable,
-    ClockEffects,
-    Crashable,
-    FaultPoints,
-    NetworkFaults,
-    Pausable,
     Preflight,
-    Redeployable,
     RunContext,
     Runtime,
     capability_of,
@@ -36,7 +29,16 @@ from harness.adapters.opening import (
     runtime_config,
     suite_clock,
 )
-from harness.checkers.base import CheckConfig
+from harness.capabilities import (
+    Backgroundable,
+    Cancellable,
+    ClockEffects,
+    Crashable,
+    FaultPoints,
+    NetworkFaults,
+    Pausable,
+    Redeployable,
+)
 from harness.errors import AdapterNotFound, AdapterUnavailable, DurableChaosError, UsageError
 
 __all__ = [

@@ -26,15 +26,25 @@ deliveries), and `finish()` records the final committed state (thread logs).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any, Protocol, runtime_checkable
 
 from contract.ports import Config
 from contract.services import SERVICES
-from harness.checkers.base import CheckConfig
+from contract.thresholds import CheckConfig
+from harness.capabilities import (
+    Backgroundable,
+    Cancellable,
+    ClockEffects,
+    Crashable,
+    NetworkFaults,
+    Pausable,
+    Redeployable,
+)
 from harness.errors import UsageError
+from harness.faults import FAULTS
 from harness.history import History
 from harness.world import World
 
@@ -85,76 +95,6 @@ def not_a_runtime(runtime: object) -> str | None:
             "return a harness.adapters.base.Runtime")
 
 
-@runtime_checkable
-class Backgroundable(Protocol):
-    """A runtime whose tool calls can be sent to the background (the turn resumes with a
-    placeholder; the real result arrives later as a new message)."""
-
-    def background(self, session: str, tool_call: str) -> None: ...
-
-
-@runtime_checkable
-class Cancellable(Protocol):
-    """A runtime whose sessions can be cancelled (stop the turn, stop spending)."""
-
-    def cancel(self, session: str) -> None: ...
-
-
-@runtime_checkable
-class Pausable(Protocol):
-    def pause_host(self, host: str, duration: float) -> str:
-        """GC-pause a host (selector: 'owner', 'any', 'latest/N' or an id); returns its id."""
-        ...
-
-
-@runtime_checkable
-class Crashable(Protocol):
-    def crash_host(self, host: str) -> str: ...
-
-
-@runtime_checkable
-class Redeployable(Protocol):
-    def deploy(self, version: str) -> str:
-        """Release a new version; new invocations go to it. Returns the deployment id."""
-        ...
-
-
-@runtime_checkable
-class FaultPoints(Protocol):
-    """A runtime that stops at named points of its code when a schedule arms them.
-
-    `points` lists the names it supports; arming any other point is a skipped step naming
-    the point (a point the code never reaches would otherwise pass as "armed, nothing
-    happened").
-    """
-
-    points: Collection[str]
-
-    def arm(self, point: str, action: str, duration: float, times: int) -> None:
-        """At the next `times` arrivals at `point`, crash or pause the host running there."""
-        ...
-
-
-@runtime_checkable
-class ClockEffects(Protocol):
-    def clock_jump(self, seconds: float) -> None: ...
-
-
-@runtime_checkable
-class NetworkFaults(Protocol):
-    """A runtime whose network links can be degraded for a while (Toxiproxy)."""
-
-    def toxic(self, link: str, kind: str, duration: float) -> None:
-        """Degrade `link` with `kind` for `duration` seconds of scenario time, then heal it.
-
-        Kinds: "latency" (every answer delayed), "timeout" (nothing gets through, and the
-        connections are closed when the fault ends), "reset_peer" (every connection that
-        receives an answer is reset instead: the other side had done the work), "down" (the
-        link refuses connections and closes the open ones).
-        """
-        ...
-
-
 CAPABILITY_OF: dict[str, type] = {
     "background": Backgroundable,
     "cancel": Cancellable,
@@ -203,9 +143,6 @@ def capability_of(action: str) -> type | None:
     found = CAPABILITY_OF.get(action)
     if found is not None:
         return found
-    # Imported here: harness.faults imports this module's protocols.
-    from harness.faults import FAULTS
-
     kind = FAULTS.get(action)
     return None if kind is None else kind.capability
 

@@ -65,8 +65,8 @@ from typing import Any, ClassVar, Literal
 from contract.faultpoints import POINTS as FAULT_POINTS
 from contract.network import LINKS, TOXICS
 from contract.ports import Config
+from contract.thresholds import CheckConfig
 from harness.adapters.base import WORLD_ENDPOINTS, RunContext
-from harness.checkers.base import CheckConfig
 from harness.clock import AutojumpClock
 from harness.components.net import wait_until
 from harness.components.procs import ProcessGroup, sweep_stale

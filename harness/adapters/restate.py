@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from harness.adapters.base import NetworkFaults, RunContext
+from harness.adapters.base import RunContext
 from harness.adapters.engine import (
     REPO_ROOT,
     Deployment,
@@ -43,6 +43,7 @@ from harness.adapters.engine import (
     EngineRuntime,
     Variant,
 )
+from harness.capabilities import NetworkFaults
 from harness.components.net import wait_until
 from harness.components.procs import ProcessGroup
 from harness.components.restate import RestateServer

@@ -14,8 +14,8 @@ from typing import Any, TypeVar, cast
 from contract.binding import App, HandlerRef
 from contract.faultpoints import POINTS as FAULT_POINTS
 from contract.ports import Config, Ports
+from contract.thresholds import CheckConfig
 from harness.adapters.base import WORLD_ENDPOINTS, RunContext
-from harness.checkers.base import CheckConfig
 from harness.clock import wall_clock_follows
 from harness.errors import SimulationError
 from harness.history import History

@@ -10,49 +10,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
+from typing import Protocol
 
-from contract.thresholds import HAND_OFF_AFTER, MAX_WAIT
+# CheckConfig's home is the contract (an adapter returns one); the checkers name it from here.
+from contract.thresholds import Bound as Bound
+from contract.thresholds import CheckConfig as CheckConfig
 from harness.history import History, Record, fmt_duration
 
 Valid = bool | None
 
 
-@dataclass(frozen=True, slots=True)
-class CheckConfig:
-    """Thresholds the checkers judge against, in scenario seconds on every engine."""
-
-    hand_off_after: float = HAND_OFF_AFTER
-    max_wait: float = MAX_WAIT
-    # Slack for work that legitimately happens after the bound (a step, a retry back-off).
-    tolerance: float = 60.0
-    # After the last fault heals, every session must be idle within this bound.
-    liveness_bound: float = 3600.0
-    # Of `tolerance`, the part a real engine's own latency needed (see `measured`).
-    latency: float = 0.0
-    # The slack at each bound, when it is not `tolerance` (None): on a scaled clock a real
-    # second of slack is minutes near `hand_off_after` and hours near `max_wait`, and one
-    # figure for both would judge the pinning bound with hours of slack (see harness.kit).
-    hand_off_tolerance: float | None = None
-    max_wait_tolerance: float | None = None
-
-    def slack(self, bound: Bound) -> float:
-        """The tolerance that applies at `bound`: its own, else `tolerance`."""
-        own = self.hand_off_tolerance if bound == "hand_off" else self.max_wait_tolerance
-        return self.tolerance if own is None else own
-
-    def limit(self, bound: Bound) -> str:
-        """A witness's limit at `bound`: the bound plus the tolerance that applied, named
-        when it is the bound's own (`5.0m + 1.7m (the tolerance at hand-off)`)."""
-        own = self.hand_off_tolerance if bound == "hand_off" else self.max_wait_tolerance
-        value = self.hand_off_after if bound == "hand_off" else self.max_wait
-        text = f"{fmt_duration(value)} + {fmt_duration(self.slack(bound))}"
-        if own is not None:
-            text += f" (the tolerance at {'hand-off' if bound == 'hand_off' else 'max_wait'})"
-        return text + tolerance_note(self)
+def limit_at(config: CheckConfig, bound: Bound) -> str:
+    """A witness's limit at `bound`: the bound plus the tolerance that applied, named
+    when it is the bound's own (`5.0m + 1.7m (the tolerance at hand-off)`)."""
+    own = config.hand_off_tolerance if bound == "hand_off" else config.max_wait_tolerance
+    value = config.hand_off_after if bound == "hand_off" else config.max_wait
+    text = f"{fmt_duration(value)} + {fmt_duration(config.slack(bound))}"
+    if own is not None:
+        text += f" (the tolerance at {'hand-off' if bound == 'hand_off' else 'max_wait'})"
+    return text + tolerance_note(config)
 
 
-Bound = Literal["hand_off", "max_wait"]
 
 
 def measured(config: CheckConfig, history: History) -> CheckConfig:

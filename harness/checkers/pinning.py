@@ -34,6 +34,7 @@ from harness.checkers.base import (
     Result,
     Violation,
     cite,
+    limit_at,
     verdict,
 )
 from harness.checkers.model import Pinned, Suspension, model_of
@@ -68,7 +69,7 @@ class PinningBound:
         host_down = merge([*faults.downtime, *faults.held])
         provider = list(faults.provider)
         bound = config.hand_off_after + config.slack("hand_off")
-        limit = config.limit("hand_off")
+        limit = limit_at(config, "hand_off")
         violations: list[Violation] = []  # deployments first: the headline
         suspended_too_long: list[Violation] = []
 

@@ -42,7 +42,7 @@ from typing import final
 
 from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import FAULT_KINDS, Dedup, at, attr, guarded, merge, overlap
-from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.checkers.base import CheckConfig, Result, Violation, cite, limit_at, verdict
 from harness.checkers.model import model_of
 from harness.history import History, Record, fmt_duration
 
@@ -171,7 +171,7 @@ class TurnOutcome:
         end_time = model.end
         fault_windows = merge([*model.faults.downtime, *model.faults.provider])
         max_wait, tolerance = config.max_wait, config.slack("max_wait")
-        limit = config.limit("max_wait")
+        limit = limit_at(config, "max_wait")
         violations: list[Violation] = []
         counts = {"answered": 0, "expired": 0, "ended": 0, "open": 0, "doubled": 0}
 
