@@ -460,7 +460,7 @@ def test_the_thresholds_have_one_home_that_the_runtime_and_the_checkers_default_
     assert (HAND_OFF_AFTER, MAX_WAIT) == (300.0, 8 * 86400.0)  # 5 minutes, 8 days
     # Each default is the contract's name, not a second literal that could drift from it.
     for path, cls in ((ROOT / "contract" / "ports.py", "Config"),
-                      (ROOT / "harness" / "checkers" / "base.py", "CheckConfig")):
+                      (ROOT / "contract" / "thresholds.py", "CheckConfig")):
         [node] = [n for n in ast.parse(path.read_text(encoding="utf-8")).body
                   if isinstance(n, ast.ClassDef) and n.name == cls]
         defaults = {f.target.id: ast.unparse(f.value) for f in node.body

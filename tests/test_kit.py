@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness import History, RunOptions, load_scenario, run_schedule
-from harness.checkers.base import CheckConfig, measured, run_checkers
+from harness.checkers.base import CheckConfig, limit_at, measured, run_checkers
 from harness.checkers.pinning import PinningBound
 from harness.components.procs import live_groups
 from harness.effects import EffectsFile
@@ -72,12 +72,12 @@ def test_each_bound_gets_its_own_tolerance_at_the_scales_rate_leading_up_to_it()
     assert config.slack("max_wait") == pytest.approx(25588.9, abs=0.1)
     # The rules tied to no bound keep the widest, as before.
     assert config.tolerance == pytest.approx(config.max_wait_tolerance)
-    assert config.limit("hand_off") == "5.0m + 100s (the tolerance at hand-off)"
-    assert config.limit("max_wait") == "8.00d + 7.1h (the tolerance at max_wait)"
+    assert limit_at(config, "hand_off") == "5.0m + 100s (the tolerance at hand-off)"
+    assert limit_at(config, "max_wait") == "8.00d + 7.1h (the tolerance at max_wait)"
     # Without per-bound figures (the simulator's CheckConfig), every bound gets `tolerance`.
     plain = CheckConfig(tolerance=60.0)
     assert (plain.slack("hand_off"), plain.slack("max_wait")) == (60.0, 60.0)
-    assert plain.limit("hand_off") == "5.0m + 60s"
+    assert limit_at(plain, "hand_off") == "5.0m + 60s"
 
 
 def _pinned(seconds: float) -> History:
