@@ -347,6 +347,9 @@ class KitRuntime:
         self._hosts().arm(point, action, duration, times)
 
     def finish(self) -> None:
+        # The engine may still be applying the last step at the horizon: wait until it has
+        # nothing left to run (bounded), then take in what it wrote.
+        self._observer().settle(timeout=self.timing.liveness + self.timing.tolerance)
         if self._effects is not None:
             self._effects.read()
         self._observer().wait_polls(2)
