@@ -111,8 +111,23 @@ def dispatch_runs(pool: Pool, adapter: Adapter, spec: str, schedules: Sequence[S
                 submitted += 1
             if merged == submitted:
                 break
-            event = pool.next_event()
+            event = pool.next_event(timeout=None if deadline is None
+                                    else max(0.0, deadline - wall()))
             if event is None:
+                if deadline is not None and wall() >= deadline:
+                    # The budget ran out with runs in flight (on a real engine a run takes
+                    # a minute): stop them, their runtimes closed, and report them unjudged,
+                    # so the command ends within its budget and never passes on them.
+                    pool.cancel_all()
+                    complete = False
+                    for index in range(merged, submitted):
+                        done.setdefault(index, lost_outcome(
+                            adapter, spec, schedules[index], options,
+                            "stopped unjudged: the time budget ran out during the run"))
+                    while merged in done:
+                        record(done.pop(merged))
+                        merged += 1
+                    break
                 continue
             index = event.key[2]
             if event.kind == "done":
