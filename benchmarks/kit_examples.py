@@ -57,7 +57,8 @@ class Case:
 
 
 def _cases() -> list[Case]:
-    temporal, dbos = "examples.temporal_approval.chaos:adapter", "examples.dbos_approval.chaos:adapter"
+    temporal = "examples.temporal_approval.chaos:adapter"
+    dbos = "examples.dbos_approval.chaos:adapter"
     real = (("AGENT_ENGINE", "real"),)
     return [
         Case("temporal", temporal, "builtin:real", "builtin:real", 1,
