@@ -35,7 +35,7 @@ from harness.adapters import Adapter
 from harness.errors import DurableChaosError, UsageError, WorkerLost
 from harness.evidence import SCRATCH_PREFIX, claim_run_dir, make_scratch, write_text
 from harness.exploration import Exploration, _schedule_from, explore
-from harness.jobs import shrink_job
+from harness.jobs import shrink_job, stop_in, stop_now
 from harness.outcome import RunOutcome
 from harness.run import _REAL, RunOptions, _replay, lost_outcome, run_timeout, wall
 from harness.schedules.generate import generate
@@ -75,11 +75,6 @@ class BatchResult:
     failed: bool
 
 
-def _left(deadline: float | None) -> float | None:
-    """Real seconds to `deadline` (on `wall()`), never negative; None without one."""
-    return None if deadline is None else max(0.0, deadline - wall())
-
-
 def _run_until(pool: Pool, deadline: float | None, fn: Callable[..., Any], *args: Any,
                silence: float | None = None) -> Event | None:
     """Run one job on `pool` and wait for its end; None when `deadline` (on `wall()`) came
@@ -88,10 +83,10 @@ def _run_until(pool: Pool, deadline: float | None, fn: Callable[..., Any], *args
     key = object()
     pool.submit(key, fn, *args, silence=silence)
     while True:
-        event = pool.next_event(timeout=_left(deadline))
+        event = pool.next_event(timeout=stop_in(deadline))
         if event is not None and event.key is key:
             return event
-        if event is None and deadline is not None and wall() >= deadline:
+        if event is None and stop_now(deadline):
             pool.cancel_all()
             return None
 
@@ -202,9 +197,9 @@ class Local:
 
     def next_result(self) -> BatchResult:
         while True:
-            event = self._pool.next_event(timeout=_left(self._deadline))
+            event = self._pool.next_event(timeout=stop_in(self._deadline))
             if event is None:
-                if self._deadline is not None and wall() >= self._deadline and self._jobs:
+                if stop_now(self._deadline) and self._jobs:
                     # Out of budget with a run in flight (a minute on a real engine): stop
                     # it rather than finish it; the search ends there, out of time.
                     self._pool.cancel_all()
