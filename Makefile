@@ -102,6 +102,14 @@ mutate: install
 	$(BIN)/pip install -q -e '.[mutate]'
 	$(BIN)/python benchmarks/mutation.py $(MUTATE_ARGS)
 
+# Not in CI (30-60 minutes): the three adapter-kit examples on their real engines (Temporal dev
+# server, DBOS on SQLite, restate-server): builtin:real to the end on each, and each planted
+# defect found in 5 of 5 runs; prints the table of benchmarks/RESULTS.md.
+.PHONY: kit-examples
+kit-examples: install
+	$(BIN)/pip install -q -e '.[temporal,dbos,restate]'
+	$(BIN)/python benchmarks/kit_examples.py $(KIT_ARGS)
+
 # -- containers (`--components containers`) -----------------------------------------------------
 # A Docker engine of the project's own: Debian's docker.io, started by hand with its data root,
 # exec root, socket and pid file under .scratch/docker, no bridge and no iptables (every

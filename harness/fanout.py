@@ -35,12 +35,12 @@ from harness.adapters import Adapter, deterministic
 from harness.errors import DurableChaosError, UsageError, WorkerLost
 from harness.evidence import SCRATCH_PREFIX, claim_run_dir, make_scratch, write_text
 from harness.exploration import Exploration, explore
-from harness.jobs import shrink_job
+from harness.jobs import shrink_job, stop_in, stop_now
 from harness.outcome import RunOutcome
 from harness.replay import adapter_paths, replay_command
 from harness.run import RunOptions, epoch, lost_outcome, run_timeout, wall
 from harness.schedules.generate import generate
-from harness.supervisor import Pool, pool_of, raise_for, silence_for
+from harness.supervisor import Event, Pool, pool_of, raise_for, silence_for
 
 # Big enough that a batch's start-up (pickling the job, the result's histories) is a small
 # share, small enough that two workers share a few hundred schedules evenly.
@@ -74,6 +74,22 @@ class BatchResult:
     histories: tuple[tuple[int, str], ...]
     out_of_time: bool
     failed: bool
+
+
+def _run_until(pool: Pool, deadline: float | None, fn: Callable[..., Any], *args: Any,
+               silence: float | None = None) -> Event | None:
+    """Run one job on `pool` and wait for its end; None when `deadline` (on `wall()`) came
+    first: the job is stopped then (its runtime closed), so a time budget bounds the whole
+    command, shrinking included, and not only the start of each run."""
+    key = object()
+    pool.submit(key, fn, *args, silence=silence)
+    while True:
+        event = pool.next_event(timeout=stop_in(deadline))
+        if event is not None and event.key is key:
+            return event
+        if event is None and stop_now(deadline):
+            pool.cancel_all()
+            return None
 
 
 def batch_seed(seed: int, index: int) -> int:
@@ -165,9 +181,11 @@ class Local:
     # A batch whose worker is lost before its first run starts is sent again this often.
     RETRIES = 2
 
-    def __init__(self, pool: Pool, adapter: Adapter, spec: str, options: RunOptions) -> None:
+    def __init__(self, pool: Pool, adapter: Adapter, spec: str, options: RunOptions,
+                 deadline: float | None = None) -> None:
         self.slots = pool.slots
         self._pool = pool
+        self._deadline = deadline  # on wall(): batches in flight then are stopped
         self._adapter, self._spec, self._options = adapter, spec, options
         self._silence = silence_for(run_timeout(adapter, options))
         self._jobs: dict[int, BatchJob] = {}
@@ -180,8 +198,15 @@ class Local:
 
     def next_result(self) -> BatchResult:
         while True:
-            event = self._pool.next_event()
+            event = self._pool.next_event(timeout=stop_in(self._deadline))
             if event is None:
+                if stop_now(self._deadline) and self._jobs:
+                    # Out of budget with a run in flight (a minute on a real engine): stop
+                    # it rather than finish it; the search ends there, out of time.
+                    self._pool.cancel_all()
+                    index = min(self._jobs)
+                    self._jobs.clear()
+                    return BatchResult(index, (), (), out_of_time=True, failed=False)
                 continue
             index = event.key[1]
             if event.kind == "raised":
@@ -342,7 +367,8 @@ def explore_fanned(
         if scratch is not None:
             stack.callback(shutil.rmtree, scratch, True)
         backend: Backend = (RayCluster(ray, workers) if ray is not None else
-                            Local(pool, adapter, spec, options))  # type: ignore[arg-type]
+                            Local(pool, adapter, spec, options,  # type: ignore[arg-type]
+                                  deadline))
         jobs = iter_plan(spec, count, seed, run_timeout=options.run_timeout,
                          deadline=epoch_deadline, invariant=invariant,
                          invariants=options.invariants,
@@ -392,12 +418,14 @@ def explore_fanned(
             # Shrink once, in a worker: the batch's search is replayed up to its failure
             # (same seed, same examples) and then shrunk.
             shrinker = pool if pool is not None else stack.enter_context(pool_of(1))
-            event = shrinker.run(shrink_job, spec, first_failure.count, first_failure.seed,
-                                 options, invariant, epoch_deadline,
-                                 silence=silence_for(run_timeout(adapter, options)))
-            if event.kind == "raised":
+            event = _run_until(shrinker, deadline, shrink_job, spec, first_failure.count,
+                               first_failure.seed, options, invariant, epoch_deadline,
+                               silence=silence_for(run_timeout(adapter, options)))
+            if event is None:  # the budget ran out during a shrinking run: stopped there
+                found.out_of_time = found.shrink_cut_short = True
+            elif event.kind == "raised":
                 raise_for(event)
-            if event.kind == "done":
+            elif event.kind == "done":
                 again: Exploration = event.payload
                 found.shrunk.extend(again.shrunk)
                 found.shrink_cut_short = again.shrink_cut_short

@@ -103,6 +103,24 @@ def check_contract(pool: Pool, adapter: Adapter, spec: str,
     return f"adapter {adapter.name!r}: {event.payload[1]!s}"
 
 
+# How long past a time budget's deadline a job in flight may take to end on its own before it
+# is stopped: a simulated batch checks the deadline between runs of milliseconds and returns
+# the runs it did; a run on a real engine (a minute) is stopped, so the budget bounds the
+# whole command (docs/adapter-kit.md states the grace: this, the stop, the report).
+BUDGET_GRACE = 3.0
+
+
+def stop_in(deadline: float | None) -> float | None:
+    """Real seconds until a job in flight is stopped (`deadline` on `wall()`, plus
+    `BUDGET_GRACE`), never negative; None without a deadline."""
+    return None if deadline is None else max(0.0, deadline + BUDGET_GRACE - wall())
+
+
+def stop_now(deadline: float | None) -> bool:
+    """Whether a job still in flight is stopped now (see `stop_in`)."""
+    return deadline is not None and wall() >= deadline + BUDGET_GRACE
+
+
 def dispatch_runs(pool: Pool, adapter: Adapter, spec: str, schedules: Sequence[Schedule],
                   options: RunOptions, record: Callable[[RunOutcome], None],
                   deadline: float | None = None) -> bool:
@@ -128,8 +146,22 @@ def dispatch_runs(pool: Pool, adapter: Adapter, spec: str, schedules: Sequence[S
                 submitted += 1
             if merged == submitted:
                 break
-            event = pool.next_event()
+            event = pool.next_event(timeout=stop_in(deadline))
             if event is None:
+                if stop_now(deadline):
+                    # The budget ran out with runs in flight (on a real engine a run takes
+                    # a minute): stop them, their runtimes closed, and report them unjudged,
+                    # so the command ends within its budget and never passes on them.
+                    pool.cancel_all()
+                    complete = False
+                    for index in range(merged, submitted):
+                        done.setdefault(index, lost_outcome(
+                            adapter, spec, schedules[index], options,
+                            "stopped unjudged: the time budget ran out during the run"))
+                    while merged in done:
+                        record(done.pop(merged))
+                        merged += 1
+                    break
                 continue
             index = event.key[2]
             if event.kind == "done":

@@ -34,7 +34,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -46,7 +46,7 @@ from harness.effects import EffectsFile, Line, apply_effect
 from harness.errors import ComponentUnavailable, ConfigError
 from harness.observers.base import EngineObserver, InvocationState
 from harness.observers.hosts import POINTS, WorkerHosts
-from harness.scaling import AnchoredScale, Scale, ScaledClock, TimeScale
+from harness.scaling import AnchoredScale, Scale, ScaledClock, TimeScale, guarded
 from harness.world import World
 from harness.world_server import WorldServer
 
@@ -79,11 +79,19 @@ class Timing:
     `hand_off_after` (the pinning bound) and `max_wait` (how long a card waits for its
     answer) are scenario seconds, as in production; the app waits `real(max_wait)` real
     seconds. Slack is given in real seconds, where the engine's latency lives, and converted
-    through `scale`: `tolerance` at each bound it is added to (`slack_at`), `liveness` (how
+    through the scale: `tolerance` at each bound it is added to (`slack_at`), `liveness` (how
     long after the last fault the engine may take to settle) at the scale's steepest rate,
     `downtime` (a crashed worker's) at the moment of the crash. `card_patience` is how long
     an answer waits for its card to show, in real seconds (the runner's default is 30, days
     on such a scale).
+
+    The run does not use `scale` as given but `run_scale`: `scale` with a guard band of
+    `tolerance` real seconds after each bound (`harness.scaling.guarded`), so that a bound's
+    slack is the same just after it as just before it. Without it, a bound on an anchor
+    (5 minutes at 3 real s, then 7.1 hours per real second) would read a hand-off 4 real ms
+    late as 100 scenario seconds late; with the rate after the anchor instead, a second of
+    slack would excuse 7 hours of pinning. Everything the run times goes through
+    `run_scale`: the clock, `real()`, the slack, the steps' lateness.
     """
 
     scale: Scale
@@ -93,6 +101,7 @@ class Timing:
     liveness: float = 5.0
     downtime: float = 1.0
     card_patience: float = 3.0
+    run_scale: Scale = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.scale, Scale):
@@ -103,24 +112,28 @@ class Timing:
             _positive(getattr(self, name), name, "scenario seconds")
         for name in ("tolerance", "liveness", "downtime", "card_patience"):
             _positive(getattr(self, name), name, "real seconds")
+        object.__setattr__(self, "run_scale", guarded(
+            self.scale, (self.hand_off_after, self.max_wait), self.tolerance))
 
     def real(self, scenario_seconds: float) -> float:
         """The real seconds the app waits for what takes `scenario_seconds` from time 0."""
-        return self.scale.real(scenario_seconds)
+        return self.run_scale.real(scenario_seconds)
 
     def slack_at(self, bound: float) -> float:
-        """`tolerance` real seconds in scenario seconds, just before scenario time `bound`."""
-        real = self.scale.real(bound)
-        return bound - self.scale.scenario(max(0.0, real - self.tolerance))
+        """`tolerance` real seconds in scenario seconds, just before scenario time `bound`
+        (on `run_scale`, the same just after it)."""
+        real = self.run_scale.real(bound)
+        return bound - self.run_scale.scenario(max(0.0, real - self.tolerance))
 
     def check_config(self) -> CheckConfig:
         """The checkers' thresholds, in scenario seconds.
 
-        Each bound gets `tolerance` real seconds at the scale's rate leading up to it
+        Each bound gets `tolerance` real seconds at `run_scale`'s rate around it
         (`hand_off_tolerance`, `max_wait_tolerance`): on 5 minutes at 3 real s and 8 days at
         30, a second is 100 scenario seconds at 5 minutes and 7.1 hours at 8 days, and the
-        hours must not excuse a pin of 10 minutes. The rate before the bound, not after it:
-        at an anchor the rate after is the next segment's (7.1 hours past 5 minutes above).
+        hours must not excuse a pin of 10 minutes. The guard band keeps the rate before an
+        anchor for `tolerance` real seconds after it, so a bound late by less than that in
+        real time holds and late by more does not, whichever side of an anchor it falls.
         The rules not tied to a bound (a queued message resumed, a retired deployment let
         go) get the widest of the two, so none rests on where on the scale the engine was
         late. A waiting turn holds its session up to `max_wait`, so liveness adds to it.
@@ -129,7 +142,7 @@ class Timing:
         return CheckConfig(hand_off_after=self.hand_off_after, max_wait=self.max_wait,
                            tolerance=max(hand_off, max_wait), hand_off_tolerance=hand_off,
                            max_wait_tolerance=max_wait,
-                           liveness_bound=self.max_wait + self.scale.steepest * self.liveness)
+                           liveness_bound=self.max_wait + self.run_scale.steepest * self.liveness)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,9 +184,9 @@ class KitRuntime:
         self.ctx, self.timing, self.history = ctx, timing, ctx.history
         self.points = tuple(dict.fromkeys((*POINTS, *self.fault_points)))
         self.card_patience = timing.card_patience
-        self.clock = ScaledClock(timing.scale)
+        self.clock = ScaledClock(timing.run_scale)
         # The runner measures a step's lateness through it, in real seconds (harness.run).
-        self.time_scale: Scale = timing.scale
+        self.time_scale: Scale = timing.run_scale
         self.scratch = Path(tempfile.mkdtemp(prefix="durable-chaos-kit-"))
         self.turns: dict[str, Turn] = {}  # the engine's invocation id -> its turn
         self._versions: dict[str, str] = {}  # deployment -> version
@@ -324,7 +337,7 @@ class KitRuntime:
     def crash_host(self, host: str) -> str:
         hosts = self._hosts()
         return hosts.crash(hosts.select(host),
-                           downtime=self.timing.scale.span(self.timing.downtime, self.now()))
+                           downtime=self.timing.run_scale.span(self.timing.downtime, self.now()))
 
     def pause_host(self, host: str, duration: float) -> str:
         hosts = self._hosts()
@@ -334,6 +347,9 @@ class KitRuntime:
         self._hosts().arm(point, action, duration, times)
 
     def finish(self) -> None:
+        # The engine may still be applying the last step at the horizon: wait until it has
+        # nothing left to run (bounded), then take in what it wrote.
+        self._observer().settle(timeout=self.timing.liveness + self.timing.tolerance)
         if self._effects is not None:
             self._effects.read()
         self._observer().wait_polls(2)

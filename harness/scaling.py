@@ -17,6 +17,8 @@ slack for the engine's own latency is given in real seconds and converted where 
 
 - `Scale`: what a runtime needs of a scale (`real`, `scenario`, `span`, `steepest`).
 - `AnchoredScale`: the piecewise-linear scale; `TimeScale`: the fixed factor.
+- `guarded()`: a scale refined with a guard band after each bound, so that the slack a
+  bound gets is the same just after it as just before it (see its docstring).
 - `ScaledClock`: a runtime's `now()` and `advance()` on a scale, over an injected
   monotonic clock and sleep (the real ones by default), as Trio injects its clock.
 - `real_seconds()`: a clock of real seconds since it was made; the harness gives it to the
@@ -37,7 +39,8 @@ from typing import Protocol, runtime_checkable
 
 from harness.errors import ConfigError
 
-__all__ = ["AnchoredScale", "Scale", "ScaledClock", "TimeScale", "fmt_real", "real_seconds"]
+__all__ = ["AnchoredScale", "Scale", "ScaledClock", "TimeScale", "fmt_real", "guarded",
+           "real_seconds"]
 
 # Taken when this module is imported, before any freezegun freezer can replace them: real
 # seconds must stay real while simulated runs freeze the wall clock around them.
@@ -171,6 +174,55 @@ class AnchoredScale:
     def steepest(self) -> float:
         s, r = self._scenario, self._real
         return max((s[i + 1] - s[i]) / (r[i + 1] - r[i]) for i in range(len(s) - 1))
+
+    def rate_before(self, scenario_seconds: float) -> float:
+        """Scenario seconds per real second on the segment that ends at or runs through
+        `scenario_seconds` (at an anchor: the segment before it)."""
+        s, r = self._scenario, self._real
+        i = min(max(bisect.bisect_left(s, scenario_seconds) - 1, 0), len(s) - 2)
+        return (s[i + 1] - s[i]) / (r[i + 1] - r[i])
+
+    def guarded(self, bound: float, real_seconds: float) -> AnchoredScale:
+        """This scale with a guard band of `real_seconds` after scenario time `bound`.
+
+        For `real_seconds` after `bound` the rate stays the rate before it; from there on
+        the scale goes on as before, later by what the band cost (the band runs at the
+        earlier, slower rate, so later anchors come that much later in real time). Unchanged
+        where the band changes nothing: inside a segment, or past the last anchor.
+        """
+        rate, at = self.rate_before(bound), self.real(bound)
+        end = bound + rate * real_seconds
+        lag = at + real_seconds - self.real(end)  # real seconds the band cost
+        if bound <= 0 or abs(lag) <= _RESOLUTION:
+            return self
+        before = [a for a in self.anchors if a[0] < bound]
+        after = [(s, r + lag) for s, r in self.anchors if s > end]
+        if not after:  # the band runs past the last anchor: keep the last segment's rate on
+            tail = end + max(end - bound, 1.0)
+            after = [(tail, self.real(tail) + lag)]
+        return AnchoredScale((*before, (bound, at), (end, at + real_seconds), *after))
+
+
+def guarded(scale: Scale, bounds: Sequence[float], real_seconds: float) -> Scale:
+    """`scale` with a guard band of `real_seconds` after each of `bounds` (scenario seconds).
+
+    Why: slack for an engine's latency is given in real seconds, and a checker judges a
+    bound with `real_seconds` of slack converted at the rate leading up to it. At an anchor
+    the rate changes, so the same real lateness after the bound reads very differently: on
+    5 minutes at 3 real s and 8 days at 30, a hand-off 4 real ms after 5 minutes lands at
+    7.1 hours per real second and reads as 100 s late. With a band the rate stays the rate
+    before the bound for `real_seconds` after it, so a bound's slack is the same on both
+    sides of it: late by less than `real_seconds` in real time holds, late by more is past
+    the slack. The rest of the scale keeps its shape, shifted by what the band cost.
+
+    An `AnchoredScale` gets the bands (in order of the bounds); a `TimeScale` has one rate,
+    so it needs none; any other `Scale` is returned as it is.
+    """
+    if not isinstance(scale, AnchoredScale):
+        return scale
+    for bound in sorted(set(bounds)):
+        scale = scale.guarded(bound, real_seconds)
+    return scale
 
 
 class ScaledClock:

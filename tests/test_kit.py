@@ -26,6 +26,7 @@ from harness.components.procs import live_groups
 from harness.effects import EffectsFile
 from harness.errors import ConfigError
 from harness.kit import AnchoredScale, TimeScale, Timing
+from harness.scaling import Scale
 from harness.world import World
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +54,10 @@ def test_tolerances_in_real_seconds_become_the_checkers_scenario_seconds() -> No
     assert config.tolerance == pytest.approx(scale.span(1.0, at=8 * DAY))
     assert config.tolerance < 8 * 3600
     assert config.liveness_bound == pytest.approx(8 * DAY + 5 * scale.steepest)
-    assert timing.real(8 * DAY) == pytest.approx(30.0)
+    # The guard band after 5 minutes (one real second at 100 per second) moves 8 days from
+    # 30 real seconds to just under 31.
+    assert timing.real(300.0) == pytest.approx(3.0)
+    assert timing.real(8 * DAY) == pytest.approx(31.0, abs=0.01)
     linear = Timing(TimeScale(10.0), hand_off_after=10.0, max_wait=60.0, tolerance=0.5)
     assert linear.check_config().tolerance == pytest.approx(5.0)
 
@@ -104,6 +108,57 @@ def test_a_ten_minute_pin_on_an_anchored_scale_is_a_violation() -> None:
     # Within its own tolerance, a pin passes.
     [within] = run_checkers([PinningBound()], _pinned(390.0), config)
     assert within.valid is True, within.witness()
+
+
+def _handed_off(scale: Scale, late: float) -> History:
+    """A turn suspended from time 0 whose deployment is let go `late` real seconds after the
+    5-minute bound, with record times read through `scale` as a run's clock reads them."""
+    history = History()
+    resumed = scale.scenario(scale.real(300.0) + late)
+    history.add("deployment.registered", time=0.0, deployment="d1", data={"version": "v1"})
+    history.add("invocation.started", time=0.0, invocation="inv1", deployment="d1")
+    history.add("invocation.suspended", time=0.0, invocation="inv1", deployment="d1")
+    history.add("invocation.resumed", time=resumed, invocation="inv1", deployment="d1")
+    history.add("invocation.completed", time=resumed + 1.0, invocation="inv1")
+    history.add("run.end", time=resumed + 10.0)
+    return history
+
+
+@pytest.mark.parametrize(("late", "valid"), [
+    (0.004, True), (0.5, True), (0.9, True), (1.1, False), (1.5, False), (3.0, False)])
+def test_late_at_the_anchor_by_less_than_the_tolerance_holds_and_by_more_does_not(
+        late: float, valid: bool) -> None:
+    timing = Timing(ANCHORED, hand_off_after=300.0, max_wait=8 * DAY, tolerance=1.0)
+    [result] = run_checkers([PinningBound()], _handed_off(timing.run_scale, late),
+                            timing.check_config())
+    assert result.valid is valid, result.witness()
+
+
+def test_on_the_users_own_scale_a_few_real_ms_past_the_anchor_read_as_minutes() -> None:
+    # Why the run uses `run_scale`: on the anchors as given, 4 real ms after 5 minutes are
+    # 102 scenario seconds (7.1 hours per real second), past the 100 s of slack, although
+    # the engine was 4 ms late; the guard band reads them as 0.4 s.
+    timing = Timing(ANCHORED, hand_off_after=300.0, max_wait=8 * DAY, tolerance=1.0)
+    [raw] = run_checkers([PinningBound()], _handed_off(ANCHORED, 0.004), timing.check_config())
+    assert raw.valid is False
+    assert timing.run_scale.scenario(3.004) == pytest.approx(300.4)
+    # And the slack is the same on both sides of the bound: 100 s, not the 7.1 hours one
+    # real second is right after the anchor on the user's scale.
+    assert timing.slack_at(300.0) == pytest.approx(100.0)
+    after = timing.run_scale.scenario(timing.run_scale.real(300.0) + 1.0) - 300.0
+    assert after == pytest.approx(100.0)
+
+
+def test_ten_minutes_of_pin_on_the_run_scale_is_caught() -> None:
+    timing = Timing(ANCHORED, hand_off_after=300.0, max_wait=8 * DAY, tolerance=1.0)
+    config = timing.check_config()
+    [result] = run_checkers([PinningBound()], _pinned(600.0), config)
+    assert result.valid is False
+    assert "(limit 5.0m + 100s (the tolerance at hand-off))" in result.witness()
+    # 10 minutes are 1 + 2 ms real seconds past the bound on the run's scale: past the
+    # band of one real second, where a real millisecond is 26 scenario seconds.
+    late = timing.run_scale.real(600.0) - timing.run_scale.real(300.0)
+    assert 1.0 < late < 1.02
 
 
 def test_the_engines_measured_latency_is_added_to_every_bounds_tolerance() -> None:

@@ -474,3 +474,24 @@ def test_a_queued_turn_starts_when_it_runs_after_the_turn_before_ends() -> None:
     observed = [(r.kind, r.turn, r.time) for r in history.records if r.kind.startswith("turn.")]
     assert observed == [("turn.started", "s1.turn1", 0), ("turn.ended", "s1.turn1", 1),
                         ("turn.started", "s1.turn2", 1), ("turn.ended", "s1.turn2", 2)]
+
+
+def test_settle_waits_until_every_invocation_is_done_or_waiting_two_reads_in_a_row() -> None:
+    # The engine still runs the last step at the horizon (an answer's email): a run's
+    # `finish` waits for it, else what it records after `run.end` is judged by nobody.
+    busy = [Snapshot((inv("running"),), (V1,))] * 3
+    calm = [Snapshot((inv("suspended"),), (V1,)), Snapshot((inv("completed"),), (V1,))]
+    history = History(lambda: 0.0)
+    observer = Scripted(history, [*busy, *calm, *calm * 50], interval=0.01)
+    with observer:
+        assert observer.settle(timeout=30.0) is True
+        assert observer.polls >= 5  # not before the three busy reads and two calm ones
+    assert history.of_kind("invocation.completed")
+
+
+def test_settle_gives_up_after_its_timeout_on_an_engine_that_keeps_running() -> None:
+    history = History(lambda: 0.0)
+    observer = Scripted(history, [Snapshot((inv("running"),), (V1,))] * 1000, interval=0.01)
+    with observer:
+        assert observer.settle(timeout=0.3) is False
+        assert observer.invocations()["inv1"].status == "running"

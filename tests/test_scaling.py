@@ -88,3 +88,51 @@ def test_the_clock_sleeps_until_the_real_second_of_a_scenario_time() -> None:
     assert real[0] == pytest.approx(APPROVAL.real(3 * DAY))
     assert clock.now() == pytest.approx(3 * DAY)
     assert len(ticks) == 3
+
+
+# -- the guard band after a bound ----------------------------------------------------------
+
+def test_a_guard_band_keeps_the_rate_before_an_anchor_for_its_real_seconds_after() -> None:
+    from harness.scaling import guarded
+
+    band = guarded(APPROVAL, (300.0,), 1.0)
+    assert isinstance(band, AnchoredScale)
+    # Up to the bound nothing moves; for one real second after it the rate stays 100 per
+    # real second (the rate before 5 minutes), where the user's scale runs at 7.1 hours.
+    assert band.real(300.0) == pytest.approx(3.0)
+    assert band.rate_before(300.0) == band.rate_before(399.0) == pytest.approx(100.0)
+    assert band.scenario(3.004) == pytest.approx(300.4)
+    assert APPROVAL.scenario(3.004) == pytest.approx(402.4, abs=0.1)
+    assert band.real(400.0) == pytest.approx(4.0)
+    # Past the band the user's scale goes on, later by what the band cost (1 real second
+    # less the 4 ms the user's scale takes from 5 minutes to 400 s): the same rate onwards.
+    lag = 1.0 - (APPROVAL.real(400.0) - 3.0)
+    for at in (DAY, 3 * DAY, 8 * DAY, 9 * DAY):
+        assert band.real(at) == pytest.approx(APPROVAL.real(at) + lag)
+    assert band.span(1.0, at=3 * DAY) == pytest.approx(APPROVAL.span(1.0, at=3 * DAY))
+    points = [i * 500.0 for i in range(0, 1600)]
+    assert all(a < b for a, b in itertools.pairwise(band.real(p) for p in points))
+
+
+def test_a_guard_band_changes_nothing_where_the_rate_does_not_change() -> None:
+    from harness.scaling import guarded
+
+    # Inside a segment, past the last anchor, and on a linear scale, the rate after a bound
+    # already is the rate before it.
+    assert guarded(APPROVAL, (3 * DAY,), 1.0) is APPROVAL
+    assert guarded(APPROVAL, (8 * DAY, 9 * DAY), 1.0) is APPROVAL
+    linear = TimeScale(10.0)
+    assert guarded(linear, (300.0, 8 * DAY), 1.0) is linear
+
+
+def test_a_guard_band_over_later_anchors_keeps_the_tail_rate() -> None:
+    from harness.scaling import guarded
+
+    # Anchors closer after the bound than the band is wide are inside it: dropped; past the
+    # band the scale runs at the user's rate beyond the last anchor, shifted by the band.
+    dense = AnchoredScale(((300.0, 3.0), (350.0, 3.001), (500.0, 3.002)))
+    band = guarded(dense, (300.0,), 1.0)
+    assert isinstance(band, AnchoredScale)
+    assert band.real(400.0) == pytest.approx(4.0)
+    assert band.span(1.0, at=band.scenario(10.0)) == pytest.approx(dense.span(1.0, at=600.0))
+    assert all(a < b for a, b in itertools.pairwise(band.real(p) for p in range(0, 5000, 7)))

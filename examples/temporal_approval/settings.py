@@ -4,7 +4,8 @@ In production the agent waits up to 8 days for an approval, and its team wants n
 kept alive more than 5 minutes by a waiting workflow. Temporal's dev server has no time
 skipping, so a chaos run maps scenario time onto real time through anchors: 5 minutes are
 3 real seconds and 8 days are 30 (`harness.kit.AnchoredScale`). The thresholds stay the
-production ones; the agent waits `TIMING.real(8 days)` = 30 real seconds, and the slack for
+production ones; the agent waits `TIMING.real(8 days)` = 31 real seconds (the
+run adds a guard band of `tolerance` after 5 minutes: `Timing.run_scale`), and the slack for
 Temporal's own latency is given in real seconds.
 """
 

@@ -237,6 +237,31 @@ class EngineObserver(ABC):
             time.sleep(self.interval / 4)
         return True
 
+    def settle(self, timeout: float = 30.0, polls: int = 2) -> bool:
+        """Block until the engine has nothing left to run: `polls` fresh reads in a row in
+        which every invocation is completed, suspended or paused (waiting on a person, a
+        timer or a signal), or until `timeout` real seconds; False then.
+
+        Why: a run ends at its horizon, which on a scaled clock can come while the engine
+        is still applying the last step (an answer at 3 days whose email goes out 0.4 real
+        seconds later, hours of scenario time at 8640 per real second). A record written
+        after `run.end` is judged by nobody: the answer reads as silently dropped. So the
+        runtime's `finish` waits for the engine to settle first, as the Restate reference
+        adapter waits for quiescence. Delayed work not yet due (Restate's scheduled sends)
+        is not listed by the observers, so it does not hold the run up.
+        """
+        deadline = time.monotonic() + timeout
+        calm = 0
+        while calm < polls:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.wait_polls(1, timeout=left):
+                return False
+            with self._lock:
+                busy = any(s.status in ("pending", "running")
+                           for s in self._invocations.values())
+            calm = 0 if busy else calm + 1
+        return True
+
     # -- what the adapter may ask
 
     def deployment_of(self, invocation: str) -> str | None:

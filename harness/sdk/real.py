@@ -190,6 +190,9 @@ class SdkRealRuntime:
         self.hosts.arm(point, action, duration, times)
 
     def finish(self) -> None:
+        # Restate may still be applying the last step at the horizon (an answer's email, a
+        # real second later): wait until it has nothing left to run (EngineObserver.settle).
+        self.observer.settle()
         self.observer.wait_polls(2)
         # The engine's latency, measured (the checkers take the last clock.latency of the
         # run): the longest real stretch an invocation ran without waiting (a step of the
