@@ -135,10 +135,13 @@ def build(defects: frozenset[str] = frozenset()) -> list[restate.VirtualObject]:
         pending = await ctx.get("pending")
         if pending is None or pending["call"]["id"] != body["tool_call"]:
             return  # answered, expired or ended already
-        if pending["handed_off"]:
-            ctx.object_send(resume, ctx.key(), body)
-        else:
+        if not pending["handed_off"]:
             ctx.resolve_awakeable(pending["awakeable"], body["decision"])
+        # Sent in both cases: the hand-off may win the race with this answer after `pending`
+        # was read (the in-call wait's timer fired first), and then nobody takes the
+        # awakeable. `resume` runs after the turn that waited, and applies the answer only if
+        # the call is still pending; when the in-call wait took it, it finds nothing to do.
+        ctx.object_send(resume, ctx.key(), body)
 
     @session.handler()
     async def resume(ctx: restate.ObjectContext, body: dict[str, Any]) -> str:
