@@ -631,6 +631,24 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("answer.refused", ("tool_call", "decision", "reason")),
         *_FAULTS, *_EVERY,
     ),
+    "effect-done": _reads(
+        ("tool.intent", ("tool_call",)),
+        ("tool.result", ("tool_call", "outcome")),
+        ("effect.delivered", ("tool_call",)),
+    ),
+    "outcome-justified": _reads(
+        ("tool.result", ("session", "tool_call", "outcome")),
+        ("tool.awaiting", ("tool_call",)),
+        ("tool.intent", ("tool_call",)),
+        ("turn.ended", ("session", "turn", "reason")),
+        ("identity.revoked", ("tool",)),
+        ("op.cancel", ("session",)),
+    ),
+    "hold-justified": _reads(
+        ("tool.intent", ("session", "tool_call", "run", "epoch")),
+        ("threadlog.assigned", ("session", "epoch")),
+        ("turn.held", ("session", "tool_call", "run")),
+    ),
     "liveness": _reads(
         *_INVOCATIONS,
         ("message.queued", ("session", "message")),

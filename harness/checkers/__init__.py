@@ -21,8 +21,11 @@ from harness.checkers.base import (
     verdict,
 )
 from harness.checkers.busy import BusyRule
+from harness.checkers.done import EffectDone
 from harness.checkers.effects import NoDuplicateEffects
 from harness.checkers.fencing import Fencing
+from harness.checkers.holds import HoldJustified
+from harness.checkers.justified import OutcomeJustified
 from harness.checkers.liveness import Liveness
 from harness.checkers.pinning import PinningBound
 from harness.checkers.recovery import ConservativeRecovery
@@ -38,9 +41,12 @@ __all__ = [
     "Checker",
     "ConservativeRecovery",
     "EffectAuthorized",
+    "EffectDone",
     "Fencing",
+    "HoldJustified",
     "Liveness",
     "NoDuplicateEffects",
+    "OutcomeJustified",
     "PinningBound",
     "Result",
     "TurnOutcome",
@@ -63,6 +69,9 @@ ALL: Final[tuple[Checker, ...]] = (
     Liveness(),
     EffectAuthorized(),
     AnswerFate(),
+    EffectDone(),
+    HoldJustified(),
+    OutcomeJustified(),
 )
 
 
