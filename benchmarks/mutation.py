@@ -423,9 +423,13 @@ def main() -> int:
                             TRIAGE.read_text() if TRIAGE.exists() else ""]).encode()
             ).hexdigest()[:8])
         tree, config, db = prepare(tuple(args.modules), args.timeout, session)
-        done, total = counts(db)
-        chosen = (select_survivors(db, previous["survivors"], lines) if not done
-                  else rerun_keys(previous["survivors"], lines))
+        # Selected once per session: a resumed rerun goes on with the same mutants.
+        marker = db.parent / "selected"
+        if marker.exists():
+            chosen = rerun_keys(previous["survivors"], lines)
+        else:
+            chosen = select_survivors(db, previous["survivors"], lines)
+            marker.touch()
         print(f"mutation: rerunning {sum(chosen.values())} survivors", flush=True)
         if not args.report_only:
             execute(tree, config, db)

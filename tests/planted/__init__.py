@@ -30,6 +30,7 @@ MODULES: tuple[str, ...] = (
     "result_filed_under_next_turn",
     "hold_on_own_intent",
     "email_never_sent",
+    "permitted_call_rejected",
 )
 
 
