@@ -635,6 +635,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("tool.intent", ("tool_call",)),
         ("tool.result", ("tool_call", "outcome")),
         ("effect.delivered", ("tool_call",)),
+        *_EVERY,
     ),
     "outcome-justified": _reads(
         ("tool.result", ("session", "tool_call", "outcome")),
@@ -643,11 +644,13 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("turn.ended", ("session", "turn", "reason")),
         ("identity.revoked", ("tool",)),
         ("op.cancel", ("session",)),
+        *_EVERY,
     ),
     "hold-justified": _reads(
         ("tool.intent", ("session", "tool_call", "run", "epoch")),
         ("threadlog.assigned", ("session", "epoch")),
         ("turn.held", ("session", "tool_call", "run")),
+        *_EVERY,
     ),
     "liveness": _reads(
         *_INVOCATIONS,

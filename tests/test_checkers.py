@@ -57,11 +57,11 @@ def passing(result: Result) -> None:
 # ---------------------------------------------------------------- composition
 
 
-def test_all_lists_the_ten_invariants_in_the_design_order() -> None:
+def test_all_lists_the_thirteen_invariants_in_the_design_order() -> None:
     assert [c.name for c in ALL] == [
         "no-duplicate-effects", "pinning-bound", "busy-rule", "fencing", "turn-outcome",
         "access-rechecked", "conservative-recovery", "liveness", "effect-authorized",
-        "answer-fate",
+        "answer-fate", "effect-done", "hold-justified", "outcome-justified",
     ]
     for checker in ALL:
         assert checker.description.endswith(".") and "\n" not in checker.description
@@ -71,8 +71,8 @@ def test_all_lists_the_ten_invariants_in_the_design_order() -> None:
 def test_public_surface_is_pinned() -> None:
     assert set(checkers.__all__) == {
         "ALL", "AccessRechecked", "AnswerFate", "BusyRule", "CheckConfig", "Checker",
-        "ConservativeRecovery", "EffectAuthorized", "Fencing", "Liveness",
-        "NoDuplicateEffects", "PinningBound",
+        "ConservativeRecovery", "EffectAuthorized", "EffectDone", "Fencing", "HoldJustified",
+        "Liveness", "NoDuplicateEffects", "OutcomeJustified", "PinningBound",
         "Result", "TurnOutcome", "Valid", "Violation", "by_name", "cite", "run_checkers",
         "verdict",
     }
