@@ -339,12 +339,13 @@ def select_survivors(db: Path, previous: list[dict[str, Any]],
 
 
 def merge_rerun(previous: dict[str, Any], chosen: Counter[Key],
-                rows: list[dict[str, Any]]) -> dict[str, Any]:
+                rows: list[dict[str, Any]], items: Counter[Key] | None = None) -> dict[str, Any]:
     """The last summary with the rerun survivors replaced by what the rerun found.
 
-    Mutants that share a key (two constants on one line) are rerun together; a key's
-    survivors are at most as many as before, so a mutant killed before is not counted again.
-    A mutant the rerun has not reached yet (an interrupted rerun) is still a survivor.
+    Mutants that share a key (two constants on one line) are rerun together, killed ones
+    included. A kill stays a kill (the oracle only grew), so of a key's `count` survivors, the
+    ones left are the rerun's survivors plus the mutants it has not reached yet (`items`, the
+    key's mutants in the session, counts those; an interrupted rerun), at most `count`.
     """
     ran = [r for r in rows if r["worker_outcome"] in ("normal", "exception")]
     by_key: dict[Key, list[dict[str, Any]]] = {}
@@ -360,19 +361,35 @@ def merge_rerun(previous: dict[str, Any], chosen: Counter[Key],
     killed = incompetent = 0
     for key, count in chosen.items():
         results = by_key.get(key, [])
-        gone_killed = sum(1 for r in results if r["test_outcome"] == "killed")
-        gone_incompetent = sum(1 for r in results if r["test_outcome"] == "incompetent")
-        gone = min(count, gone_killed + gone_incompetent)
-        incompetent += min(gone, gone_incompetent)
-        killed += gone - min(gone, gone_incompetent)
-        alive = [r for r in results if r["test_outcome"] == "survived"] + before[key]
-        survivors += alive[:count - gone]
+        alive = [r for r in results if r["test_outcome"] == "survived"]
+        unreached = (items[key] if items is not None else len(results)) - len(results)
+        left = min(count, len(alive) + unreached)
+        gone = count - left
+        gone_incompetent = min(gone, sum(1 for r in results
+                                         if r["test_outcome"] == "incompetent"))
+        incompetent += gone_incompetent
+        killed += gone - gone_incompetent
+        survivors += (alive + before[key])[:left]
     return scored(previous | {
         "killed": previous["killed"] + killed,
         "incompetent": previous["incompetent"] + incompetent,
         "survivors": survivors,
         "reruns": previous.get("reruns", 0) + 1,
     })
+
+
+def session_items(tree: Path, db: Path) -> Counter[Key]:
+    """How many mutants of each key the session holds, run or not."""
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    keys: Counter[Key] = Counter()
+    with use_db(str(db), WorkDB.Mode.open) as work_db:
+        for item in work_db.work_items:
+            mutation = item.mutations[0]
+            module = str(mutation.module_path)
+            source = (tree / module).read_text().splitlines()[mutation.start_pos[0] - 1].strip()
+            keys[(module, mutation.operator_name, source)] += 1
+    return keys
 
 
 def report(summary: dict[str, Any]) -> None:
@@ -433,7 +450,7 @@ def main() -> int:
         print(f"mutation: rerunning {sum(chosen.values())} survivors", flush=True)
         if not args.report_only:
             execute(tree, config, db)
-        report(merge_rerun(previous, chosen, results(tree, db)))
+        report(merge_rerun(previous, chosen, results(tree, db), session_items(tree, db)))
         return 0
     tree, config, db = prepare(tuple(args.modules), args.timeout, args.session)
     if not args.report_only:
