@@ -652,6 +652,13 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("turn.held", ("session", "tool_call", "run")),
         *_EVERY,
     ),
+    "message-logged": _reads(
+        ("threadlog.assigned", ("session",)),
+        ("threadlog.appended", ("entry_kind", "turn")),
+        ("turn.started", ("turn",)),
+        ("turn.ended", ("session", "turn", "reason")),
+        *_EVERY,
+    ),
     "liveness": _reads(
         *_INVOCATIONS,
         ("message.queued", ("session", "message")),

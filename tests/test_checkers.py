@@ -57,11 +57,11 @@ def passing(result: Result) -> None:
 # ---------------------------------------------------------------- composition
 
 
-def test_all_lists_the_thirteen_invariants_in_the_design_order() -> None:
+def test_all_lists_the_fourteen_invariants_in_the_design_order() -> None:
     assert [c.name for c in ALL] == [
         "no-duplicate-effects", "pinning-bound", "busy-rule", "fencing", "turn-outcome",
         "access-rechecked", "conservative-recovery", "liveness", "effect-authorized",
-        "answer-fate", "effect-done", "hold-justified", "outcome-justified",
+        "answer-fate", "effect-done", "hold-justified", "outcome-justified", "message-logged",
     ]
     for checker in ALL:
         assert checker.description.endswith(".") and "\n" not in checker.description
@@ -72,7 +72,7 @@ def test_public_surface_is_pinned() -> None:
     assert set(checkers.__all__) == {
         "ALL", "AccessRechecked", "AnswerFate", "BusyRule", "CheckConfig", "Checker",
         "ConservativeRecovery", "EffectAuthorized", "EffectDone", "Fencing", "HoldJustified",
-        "Liveness", "NoDuplicateEffects", "OutcomeJustified", "PinningBound",
+        "Liveness", "MessageLogged", "NoDuplicateEffects", "OutcomeJustified", "PinningBound",
         "Result", "TurnOutcome", "Valid", "Violation", "by_name", "cite", "run_checkers",
         "verdict",
     }

@@ -29,6 +29,7 @@ from harness.checkers.justified import OutcomeJustified
 from harness.checkers.liveness import Liveness
 from harness.checkers.pinning import PinningBound
 from harness.checkers.recovery import ConservativeRecovery
+from harness.checkers.transcript import MessageLogged
 from harness.checkers.turns import TurnOutcome
 from harness.errors import ConfigError
 
@@ -45,6 +46,7 @@ __all__ = [
     "Fencing",
     "HoldJustified",
     "Liveness",
+    "MessageLogged",
     "NoDuplicateEffects",
     "OutcomeJustified",
     "PinningBound",
@@ -72,6 +74,7 @@ ALL: Final[tuple[Checker, ...]] = (
     EffectDone(),
     HoldJustified(),
     OutcomeJustified(),
+    MessageLogged(),
 )
 
 

@@ -79,6 +79,7 @@ DESCRIPTIONS: Final[dict[str, str]] = {
                       "found by a later attempt under a newer owner of the thread.",
     "outcome-justified": "Rejected for access only after a revocation of the tool; cancelled "
                          "only after a cancel of the session.",
+    "message-logged": "A turn that ended had its message appended to the thread log first.",
 }
 
 _MAX_VIOLATIONS_SHOWN: Final = 10

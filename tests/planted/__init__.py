@@ -31,6 +31,7 @@ MODULES: tuple[str, ...] = (
     "hold_on_own_intent",
     "email_never_sent",
     "permitted_call_rejected",
+    "message_not_logged",
 )
 
 
