@@ -338,6 +338,26 @@ def select_survivors(db: Path, previous: list[dict[str, Any]],
     return chosen
 
 
+def selected(tree: Path, db: Path, previous: list[dict[str, Any]],
+             lines: set[tuple[str, int]]) -> Counter[Key]:
+    """The survivors a session selected: those (on `lines`) with a mutant it did not skip."""
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    with use_db(str(db), WorkDB.Mode.open) as work_db:
+        skipped = {result_id for result_id, result in work_db.results
+                   if (result.output or "").startswith("not rerun")}
+        kept = set()
+        for item in work_db.work_items:
+            if item.job_id in skipped:
+                continue
+            mutation = item.mutations[0]
+            module = str(mutation.module_path)
+            source = (tree / module).read_text().splitlines()[mutation.start_pos[0] - 1].strip()
+            kept.add((module, mutation.operator_name, source))
+    return Counter(_key(r) for r in previous
+                   if (not lines or (r["module"], r["line"]) in lines) and _key(r) in kept)
+
+
 def merge_rerun(previous: dict[str, Any], chosen: Counter[Key],
                 rows: list[dict[str, Any]], items: Counter[Key] | None = None) -> dict[str, Any]:
     """The last summary with the rerun survivors replaced by what the rerun found.
@@ -440,10 +460,11 @@ def main() -> int:
                             TRIAGE.read_text() if TRIAGE.exists() else ""]).encode()
             ).hexdigest()[:8])
         tree, config, db = prepare(tuple(args.modules), args.timeout, session)
-        # Selected once per session: a resumed rerun goes on with the same mutants.
+        # Selected once per session: a resumed rerun goes on with the same mutants, and
+        # merges the survivors it selected then (the triage file may have changed since).
         marker = db.parent / "selected"
         if marker.exists():
-            chosen = rerun_keys(previous["survivors"], lines)
+            chosen = selected(tree, db, previous["survivors"], lines)
         else:
             chosen = select_survivors(db, previous["survivors"], lines)
             marker.touch()
