@@ -32,8 +32,15 @@ mutant is equivalent), and the many-for-one expansions of one site (Eq -> Lt, Lt
 ...), of which one representative per site is kept.
 
 Survivors are triaged in `benchmarks/mutation-triage.toml`: each is either `equivalent` (with
-why) or a gap (the checker or generator change that closed it). The score counts equivalent
-mutants out: killed / (mutants - equivalent).
+why) or a `gap` (why: what the harness misses; `closed_by`: what killed it, or `open`), found
+by module, operator and source line. The score counts equivalent mutants out:
+killed / (mutants - equivalent).
+
+A whole session takes about an hour. After a change to the checkers or the scenario files,
+`--only-survivors` reruns only the survivors listed in `mutation-latest.json` (less those
+triaged equivalent; `--lines` narrows them to some lines) and merges its kills into that
+score: adding ways to fail never revives a killed mutant. A change to the generator changes
+the schedules, so it calls for a whole session again.
 """
 
 from __future__ import annotations
