@@ -646,6 +646,12 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("op.cancel", ("session",)),
         *_EVERY,
     ),
+    "approval-asked": _reads(
+        ("tool.awaiting", ("tool_call",)),
+        ("tool.intent", ("tool_call",)),
+        ("tool.result", ("tool_call", "outcome")),
+        *_EVERY,
+    ),
     "hold-justified": _reads(
         ("tool.intent", ("session", "tool_call", "run", "epoch")),
         ("threadlog.assigned", ("session", "epoch")),

@@ -9,6 +9,7 @@ from typing import Final
 
 from harness.checkers.access import AccessRechecked
 from harness.checkers.answers import AnswerFate
+from harness.checkers.asked import ApprovalAsked
 from harness.checkers.authorization import EffectAuthorized
 from harness.checkers.base import (
     CheckConfig,
@@ -37,6 +38,7 @@ __all__ = [
     "ALL",
     "AccessRechecked",
     "AnswerFate",
+    "ApprovalAsked",
     "BusyRule",
     "CheckConfig",
     "Checker",
@@ -75,6 +77,7 @@ ALL: Final[tuple[Checker, ...]] = (
     HoldJustified(),
     OutcomeJustified(),
     MessageLogged(),
+    ApprovalAsked(),
 )
 
 

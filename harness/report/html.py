@@ -80,6 +80,8 @@ DESCRIPTIONS: Final[dict[str, str]] = {
     "outcome-justified": "Rejected for access only after a revocation of the tool; cancelled "
                          "only after a cancel of the session.",
     "message-logged": "A turn that ended had its message appended to the thread log first.",
+    "approval-asked": "A tool that needs approval is decided, or run, only after its card "
+                      "was shown.",
 }
 
 _MAX_VIOLATIONS_SHOWN: Final = 10

@@ -32,6 +32,7 @@ MODULES: tuple[str, ...] = (
     "email_never_sent",
     "permitted_call_rejected",
     "message_not_logged",
+    "approval_not_asked",
 )
 
 
