@@ -644,6 +644,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("turn.ended", ("session", "turn", "reason")),
         ("identity.revoked", ("tool",)),
         ("op.cancel", ("session",)),
+        ("op.message", ("session",)),
         *_EVERY,
     ),
     "approval-asked": _reads(

@@ -12,7 +12,9 @@ not what it fails to do, so none of them sees this.
   Deliberately coarse (any user's revocation excuses it): it never blames a runtime whose
   identity check saw a revocation that the history orders after the check's own record.
 - `cancelled` (a turn's end, or a call's result) needs a cancel of that session
-  (`op.cancel`, written by the runner) before it.
+  (`op.cancel`, written by the runner) before it. Judged only when the runner drove the run
+  (its `op.message` records are there): a test that calls the runtime directly leaves no
+  record of its cancels.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History
 
 _KINDS: Final = frozenset({"tool.result", "tool.awaiting", "tool.intent", "turn.ended",
-                           "identity.revoked", "op.cancel"})
+                           "identity.revoked", "op.cancel", "op.message"})
 
 
 @final
@@ -49,6 +51,7 @@ class OutcomeJustified:
         dedup = Dedup()
         revoked: set[str] = set()  # tools someone lost, "*" for every tool
         cancelled: set[str] = set()  # sessions the runner cancelled a turn of
+        driven: set[str] = set()  # sessions the runner sent messages to
         tools: dict[str, str] = {}  # tool call -> its tool, from the records that name it
         violations: list[Violation] = []
         judged = 0
@@ -59,18 +62,19 @@ class OutcomeJustified:
             if r.kind == "identity.revoked":
                 revoked.add(str(r.data.get("tool", "*")))
                 continue
-            if r.kind == "op.cancel":
+            if r.kind in ("op.cancel", "op.message"):
                 if session is not None:
-                    cancelled.add(str(session))
+                    (cancelled if r.kind == "op.cancel" else driven).add(str(session))
                 continue
             tc = attr(r, "tool_call")
             tool = r.data.get("tool")
             if tc is not None and tool is not None:
                 tools.setdefault(tc, str(tool))
             outcome = r.data.get("reason" if r.kind == "turn.ended" else "outcome")
-            if r.kind in ("tool.result", "turn.ended") and outcome == "cancelled":
+            if (r.kind in ("tool.result", "turn.ended") and outcome == "cancelled"
+                    and str(session) in driven):
                 judged += 1
-                if session is not None and str(session) not in cancelled:
+                if str(session) not in cancelled:
                     what = attr(r, "turn") if r.kind == "turn.ended" else tc
                     violations.append(Violation(
                         f"{what} ended cancelled at {at(r.time)}, and nobody had cancelled a "
