@@ -3,6 +3,9 @@
     python benchmarks/mutation.py                  # every mutant, resumable; `make mutate`
     python benchmarks/mutation.py --limit 50       # a sample, to try the set-up
     python benchmarks/mutation.py --report-only    # the score of the last session
+    python benchmarks/mutation.py --only-survivors # rerun the last survivors only (minutes)
+    python benchmarks/mutation.py --only-survivors --lines reference_impl/pending.py:126,141
+    python benchmarks/mutation.py --retriage       # re-read the triage file, no mutant runs
 
 The tool is cosmic-ray (maintained, runs any command as the oracle, one mutant at a time on
 files). It mutates a copy of the working tree, never the checkout: a killed `make mutate` must
@@ -29,8 +32,15 @@ mutant is equivalent), and the many-for-one expansions of one site (Eq -> Lt, Lt
 ...), of which one representative per site is kept.
 
 Survivors are triaged in `benchmarks/mutation-triage.toml`: each is either `equivalent` (with
-why) or a gap (the checker or generator change that closed it). The score counts equivalent
-mutants out: killed / (mutants - equivalent).
+why) or a `gap` (why: what the harness misses; `closed_by`: what killed it, or `open`), found
+by module, operator and source line. The score counts equivalent mutants out:
+killed / (mutants - equivalent).
+
+A whole session takes about an hour. After a change to the checkers or the scenario files,
+`--only-survivors` reruns only the survivors listed in `mutation-latest.json` (less those
+triaged equivalent; `--lines` narrows them to some lines) and merges its kills into that
+score: adding ways to fail never revives a killed mutant. A change to the generator changes
+the schedules, so it calls for a whole session again.
 """
 
 from __future__ import annotations
@@ -234,41 +244,194 @@ def triage() -> dict[tuple[str, str, str], dict[str, str]]:
     }
 
 
-def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def classify(survived: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The survivors as listed in LATEST, each with its verdict from the triage file."""
     known = triage()
-    judged = [r for r in rows if r["worker_outcome"] in ("normal", "exception")]
-    killed = [r for r in judged if r["test_outcome"] == "killed"]
-    incompetent = [r for r in judged if r["test_outcome"] == "incompetent"]
-    survived = [r for r in judged if r["test_outcome"] == "survived"]
-    equivalent, gaps, untriaged = [], [], []
+    listed = []
     for r in survived:
         entry = known.get((r["module"], r["operator"], r["source"]))
-        if entry is None:
-            untriaged.append(r)
-        elif entry.get("verdict") == "equivalent":
-            equivalent.append(r | {"why": entry.get("why", "")})
-        else:
-            gaps.append(r | {"why": entry.get("why", "")})
-    # An incompetent mutant (the oracle timed out or could not start) is a detection: the
-    # harness refused to call the mutated code good.
-    detected = len(killed) + len(incompetent)
-    denominator = len(judged) - len(equivalent)
-    return {
+        verdict = "untriaged" if entry is None else (
+            "equivalent" if entry.get("verdict") == "equivalent" else "gap")
+        listed.append({k: r[k] for k in ("module", "line", "operator", "source")}
+                      | {"triage": verdict})
+    return listed
+
+
+def scored(summary: dict[str, Any]) -> dict[str, Any]:
+    """Fill in the verdict counts and the score: killed / (mutants judged - equivalent).
+
+    An incompetent mutant (the oracle timed out or could not start) is a detection: the
+    harness refused to call the mutated code good.
+    """
+    survivors = classify(summary["survivors"])
+    equivalent = sum(1 for s in survivors if s["triage"] == "equivalent")
+    denominator = summary["judged"] - equivalent
+    detected = summary["killed"] + summary["incompetent"]
+    return summary | {
+        "survived": len(survivors),
+        "equivalent": equivalent,
+        "gaps_open": sum(1 for s in survivors if s["triage"] == "gap"),
+        "untriaged": sum(1 for s in survivors if s["triage"] == "untriaged"),
+        "score": detected / denominator if denominator else None,
+        "by_module": dict(Counter(s["module"] for s in survivors)),
+        "survivors": survivors,
+    }
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    judged = [r for r in rows if r["worker_outcome"] in ("normal", "exception")]
+    return scored({
         "mutants": len(rows),
         "judged": len(judged),
         "skipped": len(rows) - len(judged),
-        "killed": len(killed),
-        "incompetent": len(incompetent),
-        "survived": len(survived),
-        "equivalent": len(equivalent),
-        "score": detected / denominator if denominator else None,
-        "by_module": dict(Counter(r["module"] for r in survived)),
-        "survivors": [
-            {k: r[k] for k in ("module", "line", "operator", "source")}
-            | {"triage": "equivalent" if r in equivalent else ("gap" if r in gaps else "untriaged")}
-            for r in survived
-        ],
-    }
+        "killed": sum(1 for r in judged if r["test_outcome"] == "killed"),
+        "incompetent": sum(1 for r in judged if r["test_outcome"] == "incompetent"),
+        "survivors": [r for r in judged if r["test_outcome"] == "survived"],
+    })
+
+
+Key = tuple[str, str, str]
+
+
+def _key(r: dict[str, Any]) -> Key:
+    return (r["module"], r["operator"], r["source"])
+
+
+def wanted_lines(specs: list[str]) -> set[tuple[str, int]]:
+    """`module:line,line` arguments as (module, line) pairs."""
+    lines = set()
+    for spec in specs:
+        module, _, rows = spec.rpartition(":")
+        if not module or not rows:
+            sys.exit(f"mutation: --lines {spec!r}: write module:line[,line...], "
+                     "e.g. reference_impl/pending.py:126,141")
+        lines |= {(module, int(n)) for n in rows.split(",")}
+    return lines
+
+
+def rerun_keys(previous: list[dict[str, Any]], lines: set[tuple[str, int]]) -> Counter[Key]:
+    """The survivors to run again: those on `lines` (all if none), less the ones the triage
+    file calls equivalent (no oracle can kill those)."""
+    equivalent = {k for k, e in triage().items() if e.get("verdict") == "equivalent"}
+    return Counter(_key(r) for r in previous
+                   if (not lines or (r["module"], r["line"]) in lines)
+                   and _key(r) not in equivalent)
+
+
+def select_survivors(db: Path, previous: list[dict[str, Any]],
+                     lines: set[tuple[str, int]]) -> Counter[Key]:
+    """Leave pending only the mutants of the last survivors (on `lines`, if given).
+
+    A survivor is found again by module, operator and source line, as the triage file finds
+    it, so the rerun survives line shifts. Every other mutant is marked skipped: it was
+    killed in the session the survivors came from (adding scenarios or checkers never revives
+    one; a change to the generator's schedules might: then run everything again), or it is
+    triaged equivalent.
+    """
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    chosen = rerun_keys(previous, lines)
+    with use_db(str(db), WorkDB.Mode.open) as work_db:
+        for item in list(work_db.pending_work_items):
+            mutation = item.mutations[0]
+            module = str(mutation.module_path)
+            source = (db.parent / "tree" / module).read_text().splitlines()[
+                mutation.start_pos[0] - 1].strip()
+            if (module, mutation.operator_name, source) not in chosen:
+                work_db.set_result(item.job_id, WorkResult(
+                    output="not rerun: no survivor of the last session",
+                    worker_outcome=WorkerOutcome.SKIPPED))
+    return chosen
+
+
+def selected(tree: Path, db: Path, previous: list[dict[str, Any]],
+             lines: set[tuple[str, int]]) -> Counter[Key]:
+    """The survivors a session selected: those (on `lines`) with a mutant it did not skip."""
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    with use_db(str(db), WorkDB.Mode.open) as work_db:
+        skipped = {result_id for result_id, result in work_db.results
+                   if (result.output or "").startswith("not rerun")}
+        kept = set()
+        for item in work_db.work_items:
+            if item.job_id in skipped:
+                continue
+            mutation = item.mutations[0]
+            module = str(mutation.module_path)
+            source = (tree / module).read_text().splitlines()[mutation.start_pos[0] - 1].strip()
+            kept.add((module, mutation.operator_name, source))
+    return Counter(_key(r) for r in previous
+                   if (not lines or (r["module"], r["line"]) in lines) and _key(r) in kept)
+
+
+def merge_rerun(previous: dict[str, Any], chosen: Counter[Key],
+                rows: list[dict[str, Any]], items: Counter[Key] | None = None) -> dict[str, Any]:
+    """The last summary with the rerun survivors replaced by what the rerun found.
+
+    Mutants that share a key (two constants on one line) are rerun together, killed ones
+    included. A kill stays a kill (the oracle only grew), so of a key's `count` survivors, the
+    ones left are the rerun's survivors plus the mutants it has not reached yet (`items`, the
+    key's mutants in the session, counts those; an interrupted rerun), at most `count`.
+    """
+    ran = [r for r in rows if r["worker_outcome"] in ("normal", "exception")]
+    by_key: dict[Key, list[dict[str, Any]]] = {}
+    for r in ran:
+        by_key.setdefault(_key(r), []).append(r)
+    before: dict[Key, list[dict[str, Any]]] = {}
+    survivors = []
+    for s in previous["survivors"]:
+        if _key(s) in chosen:
+            before.setdefault(_key(s), []).append(s)
+        else:
+            survivors.append(s)
+    killed = incompetent = 0
+    for key, count in chosen.items():
+        results = by_key.get(key, [])
+        alive = [r for r in results if r["test_outcome"] == "survived"]
+        unreached = (items[key] if items is not None else len(results)) - len(results)
+        left = min(count, len(alive) + unreached)
+        gone = count - left
+        gone_incompetent = min(gone, sum(1 for r in results
+                                         if r["test_outcome"] == "incompetent"))
+        incompetent += gone_incompetent
+        killed += gone - gone_incompetent
+        survivors += (alive + before[key])[:left]
+    return scored(previous | {
+        "killed": previous["killed"] + killed,
+        "incompetent": previous["incompetent"] + incompetent,
+        "survivors": survivors,
+        "reruns": previous.get("reruns", 0) + 1,
+    })
+
+
+def session_items(tree: Path, db: Path) -> Counter[Key]:
+    """How many mutants of each key the session holds, run or not."""
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    keys: Counter[Key] = Counter()
+    with use_db(str(db), WorkDB.Mode.open) as work_db:
+        for item in work_db.work_items:
+            mutation = item.mutations[0]
+            module = str(mutation.module_path)
+            source = (tree / module).read_text().splitlines()[mutation.start_pos[0] - 1].strip()
+            keys[(module, mutation.operator_name, source)] += 1
+    return keys
+
+
+def report(summary: dict[str, Any]) -> None:
+    LATEST.write_text(json.dumps(summary, indent=1) + "\n")
+    score = summary["score"]
+    print(
+        f"mutation: {summary['judged']} mutants judged, {summary['killed']} killed, "
+        f"{summary['incompetent']} incompetent, {summary['survived']} survived "
+        f"({summary['equivalent']} equivalent, {summary['gaps_open']} gaps, "
+        f"{summary['untriaged']} untriaged); score "
+        + ("n/a" if score is None else f"{score:.1%}")
+        + f" (details: {LATEST.relative_to(ROOT)})"
+    )
+    for s in summary["survivors"]:
+        print(f"  {s['triage']:>10}  {s['module']}:{s['line']}  {s['operator']}  {s['source']}")
 
 
 def main() -> int:
@@ -278,28 +441,51 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per mutant")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--session", type=Path, help="a session directory under .scratch/mutation")
+    parser.add_argument("--only-survivors", action="store_true",
+                        help=f"rerun only the survivors listed in {LATEST.name}")
+    parser.add_argument("--lines", nargs="+", default=[], metavar="MODULE:LINE[,LINE]",
+                        help="with --only-survivors: only the survivors on these lines")
+    parser.add_argument("--retriage", action="store_true",
+                        help=f"re-read the triage file into {LATEST.name}; runs nothing")
     args = parser.parse_args()
+    if args.retriage:
+        report(scored(json.loads(LATEST.read_text())))
+        return 0
+    if args.lines and not args.only_survivors:
+        print("mutation: --lines goes with --only-survivors", file=sys.stderr)
+        return 2
     if shutil.which("cosmic-ray", path=str(Path(sys.executable).parent)) is None:
         print("mutation: cosmic-ray is missing; `make mutate` installs it (extra 'mutate')",
               file=sys.stderr)
         return 2
+    if args.only_survivors:
+        previous = json.loads(LATEST.read_text())
+        lines = wanted_lines(args.lines)
+        session = args.session or SCRATCH / (
+            fingerprint(tracked_files()) + "-rerun-" + hashlib.sha256(
+                json.dumps([previous["survivors"], sorted(lines),
+                            TRIAGE.read_text() if TRIAGE.exists() else ""]).encode()
+            ).hexdigest()[:8])
+        tree, config, db = prepare(tuple(args.modules), args.timeout, session)
+        # Selected once per session: a resumed rerun goes on with the same mutants, and
+        # merges the survivors it selected then (the triage file may have changed since).
+        marker = db.parent / "selected"
+        if marker.exists():
+            chosen = selected(tree, db, previous["survivors"], lines)
+        else:
+            chosen = select_survivors(db, previous["survivors"], lines)
+            marker.touch()
+        print(f"mutation: rerunning {sum(chosen.values())} survivors", flush=True)
+        if not args.report_only:
+            execute(tree, config, db)
+        report(merge_rerun(previous, chosen, results(tree, db), session_items(tree, db)))
+        return 0
     tree, config, db = prepare(tuple(args.modules), args.timeout, args.session)
     if not args.report_only:
         if args.limit:
             limit_work(db, args.limit)
         execute(tree, config, db)
-    summary = summarize(results(tree, db))
-    LATEST.write_text(json.dumps(summary, indent=1) + "\n")
-    score = summary["score"]
-    print(
-        f"mutation: {summary['judged']} mutants judged, {summary['killed']} killed, "
-        f"{summary['incompetent']} incompetent, {summary['survived']} survived "
-        f"({summary['equivalent']} equivalent); score "
-        + ("n/a" if score is None else f"{score:.1%}")
-        + f" (details: {LATEST.relative_to(ROOT)})"
-    )
-    for s in summary["survivors"]:
-        print(f"  {s['triage']:>10}  {s['module']}:{s['line']}  {s['operator']}  {s['source']}")
+    report(summarize(results(tree, db)))
     return 0
 
 

@@ -57,11 +57,12 @@ def passing(result: Result) -> None:
 # ---------------------------------------------------------------- composition
 
 
-def test_all_lists_the_ten_invariants_in_the_design_order() -> None:
+def test_all_lists_the_fifteen_invariants_in_the_design_order() -> None:
     assert [c.name for c in ALL] == [
         "no-duplicate-effects", "pinning-bound", "busy-rule", "fencing", "turn-outcome",
         "access-rechecked", "conservative-recovery", "liveness", "effect-authorized",
-        "answer-fate",
+        "answer-fate", "effect-done", "hold-justified", "outcome-justified", "message-logged",
+        "approval-asked",
     ]
     for checker in ALL:
         assert checker.description.endswith(".") and "\n" not in checker.description
@@ -70,11 +71,11 @@ def test_all_lists_the_ten_invariants_in_the_design_order() -> None:
 
 def test_public_surface_is_pinned() -> None:
     assert set(checkers.__all__) == {
-        "ALL", "AccessRechecked", "AnswerFate", "BusyRule", "CheckConfig", "Checker",
-        "ConservativeRecovery", "EffectAuthorized", "Fencing", "Liveness",
-        "NoDuplicateEffects", "PinningBound",
-        "Result", "TurnOutcome", "Valid", "Violation", "by_name", "cite", "run_checkers",
-        "verdict",
+        "ALL", "AccessRechecked", "AnswerFate", "ApprovalAsked", "BusyRule", "CheckConfig",
+        "Checker", "ConservativeRecovery", "EffectAuthorized", "EffectDone", "Fencing",
+        "HoldJustified", "Liveness", "MessageLogged", "NoDuplicateEffects", "OutcomeJustified",
+        "PinningBound", "Result", "TurnOutcome", "Valid", "Violation", "by_name", "cite",
+        "run_checkers", "verdict",
     }
 
 
@@ -1329,7 +1330,8 @@ def test_checkers_judge_a_large_valid_history_as_valid() -> None:
         s, turn, tc = f"s{i % 50}", f"T{i}", f"tc{i}"
         ob(h, "turn.started", t, f"ts{i}", {"message": f"m{i}"}, session=s, turn=turn)
         _start(h, t, f"inv{i}", "dep1", key=s)
-        ob(h, "tool.intent", t, f"in{i}", {"tool": "send_email"}, session=s, turn=turn,
+        # `notify`: an email tool that needs no approval, so `completed` without a card is valid.
+        ob(h, "tool.intent", t, f"in{i}", {"tool": "notify"}, session=s, turn=turn,
            tool_call=tc)
         ev(h, "effect.attempted", t, {"effect": "email", "logical": tc}, key=f"k{i}",
            session=s, turn=turn, tool_call=tc)

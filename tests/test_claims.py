@@ -97,7 +97,8 @@ def test_an_unclaimed_violation_is_kept_apart_and_never_fails_the_run(outside: P
     assert "started at t=60.0m while turn s1.turn1" in busy.violations[0].message
     assert {r.checker for r in outcome.unclaimed} == {
         "busy-rule", "fencing", "access-rechecked", "conservative-recovery",
-        "effect-authorized", "answer-fate"}
+        "effect-authorized", "answer-fate", "effect-done", "hold-justified",
+        "outcome-justified", "message-logged", "approval-asked"}
 
 
 def test_a_runtime_that_claims_the_busy_rule_and_breaks_it_fails(outside: Path) -> None:
@@ -130,7 +131,9 @@ def test_the_cli_exit_status_follows_the_claims(
     assert main([*args, str(tmp_path / "a"), "--adapter", "lean_runtime:busy_adapter"]) == 0
     out = capsys.readouterr().out
     assert ("not claimed (judged, never failing the run): busy-rule, fencing, "
-            "access-rechecked, conservative-recovery, effect-authorized, answer-fate") in out
+            "access-rechecked, conservative-recovery, effect-authorized, answer-fate, "
+            "effect-done, hold-justified, outcome-justified, message-logged, "
+            "approval-asked") in out
     assert "busy-rule (not claimed) would fail in 1 run(s), e.g. new-message-during-" in out
 
     assert main([*args, str(tmp_path / "b"), "--adapter",
@@ -143,7 +146,8 @@ def test_the_cli_exit_status_follows_the_claims(
     out = capsys.readouterr().out
     assert "not claimed (judged, never failing the run): no-duplicate-effects, " \
            "pinning-bound, fencing, turn-outcome, access-rechecked, " \
-           "conservative-recovery, effect-authorized, answer-fate" in out
+           "conservative-recovery, effect-authorized, answer-fate, effect-done, " \
+           "hold-justified, outcome-justified, message-logged, approval-asked" in out
 
 
 def test_a_replay_command_keeps_the_invariants_it_was_judged_by(
@@ -236,9 +240,9 @@ def test_the_plugin_skips_generated_items_of_unclaimed_invariants(
         "--chaos-adapter", "lean_runtime:adapter", "--chaos-scenarios=busy.toml",
         "--chaos-schedules", "2", "--chaos-seed", "1", "--chaos-report=out", "-rs")
     # The contract, the scenario and the 4 claimed generated items pass; the generated
-    # items of the 6 unclaimed invariants are skipped with the reason.
-    result.assert_outcomes(passed=6, skipped=6)
-    result.stdout.fnmatch_lines(["SKIPPED [[]6[]] *: not claimed: adapter "
+    # items of the 11 unclaimed invariants are skipped with the reason.
+    result.assert_outcomes(passed=6, skipped=11)
+    result.stdout.fnmatch_lines(["SKIPPED [[]11[]] *: not claimed: adapter "
                                  "lean_runtime:adapter does not claim this invariant*"])
     root = ET.parse(project.path / "out" / "junit.xml").getroot()
     cases = [c for c in root.iter("testcase") if c.get("name") == "busy-rule"]

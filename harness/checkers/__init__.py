@@ -9,6 +9,7 @@ from typing import Final
 
 from harness.checkers.access import AccessRechecked
 from harness.checkers.answers import AnswerFate
+from harness.checkers.asked import ApprovalAsked
 from harness.checkers.authorization import EffectAuthorized
 from harness.checkers.base import (
     CheckConfig,
@@ -21,11 +22,15 @@ from harness.checkers.base import (
     verdict,
 )
 from harness.checkers.busy import BusyRule
+from harness.checkers.done import EffectDone
 from harness.checkers.effects import NoDuplicateEffects
 from harness.checkers.fencing import Fencing
+from harness.checkers.holds import HoldJustified
+from harness.checkers.justified import OutcomeJustified
 from harness.checkers.liveness import Liveness
 from harness.checkers.pinning import PinningBound
 from harness.checkers.recovery import ConservativeRecovery
+from harness.checkers.transcript import MessageLogged
 from harness.checkers.turns import TurnOutcome
 from harness.errors import ConfigError
 
@@ -33,14 +38,19 @@ __all__ = [
     "ALL",
     "AccessRechecked",
     "AnswerFate",
+    "ApprovalAsked",
     "BusyRule",
     "CheckConfig",
     "Checker",
     "ConservativeRecovery",
     "EffectAuthorized",
+    "EffectDone",
     "Fencing",
+    "HoldJustified",
     "Liveness",
+    "MessageLogged",
     "NoDuplicateEffects",
+    "OutcomeJustified",
     "PinningBound",
     "Result",
     "TurnOutcome",
@@ -63,6 +73,11 @@ ALL: Final[tuple[Checker, ...]] = (
     Liveness(),
     EffectAuthorized(),
     AnswerFate(),
+    EffectDone(),
+    HoldJustified(),
+    OutcomeJustified(),
+    MessageLogged(),
+    ApprovalAsked(),
 )
 
 

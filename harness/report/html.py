@@ -73,6 +73,15 @@ DESCRIPTIONS: Final[dict[str, str]] = {
                          "approving answer that is the call's final outcome.",
     "answer-fate": "Every accepted answer is applied, or refused with its reason; none is "
                    "silently dropped.",
+    "effect-done": "A call with an effect reported answered or completed had its effect "
+                   "delivered to the world.",
+    "hold-justified": "A call is held for confirmation only on an intent of unknown outcome, "
+                      "found by a later attempt under a newer owner of the thread.",
+    "outcome-justified": "Rejected for access only after a revocation of the tool; cancelled "
+                         "only after a cancel of the session.",
+    "message-logged": "A turn that ended had its message appended to the thread log first.",
+    "approval-asked": "A tool that needs approval is decided, or run, only after its card "
+                      "was shown.",
 }
 
 _MAX_VIOLATIONS_SHOWN: Final = 10

@@ -28,6 +28,11 @@ MODULES: tuple[str, ...] = (
     "rerun_ignores_end",
     "answer_dropped",
     "result_filed_under_next_turn",
+    "hold_on_own_intent",
+    "email_never_sent",
+    "permitted_call_rejected",
+    "message_not_logged",
+    "approval_not_asked",
 )
 
 
