@@ -22,4 +22,9 @@ INVARIANTS: Final[tuple[str, ...]] = (
     "liveness",
     "effect-authorized",
     "answer-fate",
+    "effect-done",
+    "hold-justified",
+    "outcome-justified",
+    "message-logged",
+    "approval-asked",
 )

@@ -8,10 +8,10 @@ default), so the email goes out at once and no card is ever shown.
 
 from __future__ import annotations
 
+from contract.binding import Context
+from contract.ports import Ports, ToolSpec
 from harness.adapters.sim import SimAdapter
-from reference_impl.binding import Context
 from reference_impl.executor import ToolCall, lookup_tool
-from reference_impl.ports import Ports, ToolSpec
 from tests.planted._plant import variant
 
 INVARIANT = "approval-asked"

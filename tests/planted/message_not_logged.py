@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from contract.binding import App
+from contract.ports import Ports
 from harness.adapters.sim import SimAdapter
 from reference_impl.app import build_app
-from reference_impl.binding import App
-from reference_impl.ports import Ports
 from tests.planted._plant import CtxProxy, replace_handler, with_ctx
 
 INVARIANT = "message-logged"

@@ -9,12 +9,10 @@ may use everything.
 
 from __future__ import annotations
 
-from typing import Any
-
+from contract.binding import Context
+from contract.ports import Ports
 from harness.adapters.sim import SimAdapter
-from reference_impl.binding import Context
 from reference_impl.executor import ToolCall, check_access
-from reference_impl.ports import Ports
 from tests.planted._plant import variant
 
 INVARIANT = "outcome-justified"
