@@ -190,6 +190,10 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{cpu:.2f} CPU s, {1000 * cpu / max(runs_total, 1):.3f} ms CPU a run",
           file=sys.stderr)
     if args.write:
+        if args.digest.exists():  # what the new digest changes, listed before it replaces it
+            before: dict[str, str] = json.loads(args.digest.read_text(encoding="utf-8"))
+            for difference in compare(before, digest):
+                print(difference)
         write(digest, args.digest)
         print(f"golden: wrote {len(digest)} entries to {args.digest}")
         return 0
