@@ -100,12 +100,14 @@ def build(defects: frozenset[str] = frozenset()) -> list[restate.VirtualObject]:
 
     async def wait_for_answer(ctx: restate.ObjectContext, turn: str, messages: list[Any],
                               step: int, call: dict[str, Any]) -> str | None:
-        await ctx.run_typed(f"card {call['id']}", post, restate.RunOptions(), "/cards/show", {
-            "session": ctx.key(), "turn": turn, "tool_call": call["id"],
-            "tool": call["name"], "args": call.get("args") or {}})
+        # Pending before the card shows: an answer can come the moment the person sees it,
+        # and one that found nothing pending would be dropped.
         awakeable_id, answer = ctx.awakeable(type_hint=str)
         ctx.set("pending", {"call": call, "turn": turn, "messages": messages, "step": step,
                             "awakeable": awakeable_id, "handed_off": False})
+        await ctx.run_typed(f"card {call['id']}", post, restate.RunOptions(), "/cards/show", {
+            "session": ctx.key(), "turn": turn, "tool_call": call["id"],
+            "tool": call["name"], "args": call.get("args") or {}})
         in_call = MAX_WAIT if "wait-in-call" in defects else HAND_OFF
         match await restate.select(answer=answer, timeout=ctx.sleep(in_call)):
             case ["answer", decision]:
