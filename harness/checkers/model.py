@@ -604,9 +604,9 @@ class _Builder:
             # starts runs (the simulator clears the pause, and the pause's timed resume then
             # records nothing). Without this, a host crashed during a pause would look paused
             # until the pause's end, after it restarted and went on running.
-            steps = self.paused.get(host)
-            if steps and steps[-1][1] != -_INF:
-                steps.append((r.index, -_INF))
+            pauses = self.paused.get(host)
+            if pauses and pauses[-1][1] != -_INF:
+                pauses.append((r.index, -_INF))
         elif kind == "host.restarted":
             self.down.discard(host)
 
