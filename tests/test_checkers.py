@@ -1104,6 +1104,50 @@ def test_recovery_new_owner_executing_while_the_old_one_is_paused() -> None:
     assert "by another executor (its host h1 was paused)" in witness
 
 
+def _own_send_after_takeover(h: History) -> None:
+    """The intent's own executor (alive on h1) sends under the call's key after another handler
+    took the thread, then the call's result is known: what the reference does (soak 3000006)."""
+    _intent(h)
+    _assign(h, 100, 2, "h2", "a2")
+    _attempt(h, 101, "k1")
+    ob(h, "tool.result", 102, "res1", {"outcome": "answered"}, session="s1", turn="T1",
+       tool_call="tc1")
+    ev(h, "run.end", HOUR)
+
+
+def test_recovery_a_crash_ends_the_pause_it_interrupted() -> None:
+    # Soak seed 3000006: h1 paused for 10 min, then crashed and restarted; the restarted h1
+    # wrote the intent and sent the effect itself. It was running, not paused.
+    h = History()
+    ev(h, "host.paused", 0, {"duration": 600.0}, host="h1", deployment="dep1")
+    ev(h, "fault.gc-pause", 0, {"duration": 600.0}, type="info", host="h1")
+    ev(h, "host.crashed", 0, host="h1", deployment="dep1")
+    ev(h, "fault.crash", 0, type="info", host="h1")
+    ev(h, "host.restarted", 1, host="h1", deployment="dep1")
+    _own_send_after_takeover(h)
+    passing(ConservativeRecovery().check(h, CONFIG))
+    # The same story with the pause after the restart: h1 was paused when the send came.
+    h2 = History()
+    ev(h2, "host.crashed", 0, host="h1", deployment="dep1")
+    ev(h2, "host.restarted", 1, host="h1", deployment="dep1")
+    ev(h2, "fault.gc-pause", 2, {"duration": 600.0}, type="info", host="h1")
+    _own_send_after_takeover(h2)
+    assert "by another executor (its host h1 was paused)" in failing(
+        ConservativeRecovery().check(h2, CONFIG))
+
+
+def test_recovery_a_pause_of_a_crashed_host_stops_nothing() -> None:
+    # The runner records a gc-pause step even when its host is down (the simulator ignores
+    # it): the host restarts running, and its own send is not another executor's.
+    h = History()
+    ev(h, "host.crashed", 0, host="h1", deployment="dep1")
+    ev(h, "fault.crash", 0, type="info", host="h1")
+    ev(h, "fault.gc-pause", 0, {"duration": 600.0}, type="info", host="h1")
+    ev(h, "host.restarted", 1, host="h1", deployment="dep1")
+    _own_send_after_takeover(h)
+    passing(ConservativeRecovery().check(h, CONFIG))
+
+
 def test_recovery_judged_by_invocation_when_effects_say_who_sent_them() -> None:
     h = History()
     _intent(h)  # written by inv3

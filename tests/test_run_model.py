@@ -93,6 +93,26 @@ def test_hosts_and_epochs_answer_as_of_a_record() -> None:
     assert (assignment.epoch, assignment.owner) == (2, "h2")
 
 
+def test_a_crash_ends_a_pause_and_a_pause_of_a_crashed_host_is_none() -> None:
+    # As on the simulator: a crash kills the paused process and the restarted one runs; a
+    # gc-pause step that found its host down (recorded by the runner all the same) stops nothing.
+    h = History()
+    h.add("fault.gc-pause", "info", host="h1", data={"duration": 600.0})
+    crash = h.add("host.crashed", host="h1")
+    h.add("fault.crash", "info", host="h2")
+    down = h.add("fault.gc-pause", "info", host="h2", data={"duration": 600.0})
+    restart = h.add("host.restarted", host="h2")
+    later = h.add("fault.gc-pause", "info", host="h2", data={"duration": 600.0})
+    h.add("run.end")
+    model = build(h)
+    h1, h2 = model.hosts["h1"], model.hosts["h2"]
+    assert h1.paused_until(crash.index) == 600.0
+    assert h1.paused_until(crash.index + 1) == -math.inf
+    assert h2.paused_until(down.index + 1) == -math.inf
+    assert h2.paused_until(restart.index + 1) == -math.inf
+    assert h2.paused_until(later.index + 1) == 600.0  # a pause after the restart counts
+
+
 def test_the_checkers_of_one_run_share_one_model() -> None:
     h = _history()
     built: list[int] = []

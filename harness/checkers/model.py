@@ -84,7 +84,8 @@ class HostModel:
     id: str
     crashes: tuple[Record, ...]  # host.crashed, fault.crash
     # (record index, until when the host is paused from that record on): a pause extends it
-    # (forever without a duration), a resume or the heal ends it.
+    # (forever without a duration), a resume, a crash or the heal ends it; a pause recorded
+    # while the host is crashed (before its restart) does not start one.
     paused: tuple[tuple[int, float], ...]
 
     def crash_before(self, index: int) -> Record | None:
@@ -265,11 +266,11 @@ _DEPLOYMENT_KINDS: Final = frozenset(
     {"deployment.registered", "deployment.superseded", "deployment.drained",
      "deployment.retired"}
 )
-# The host records of crashes and pauses (the heal ends every pause): what
-# `RunModel.hosts` is made of.
+# The host records of crashes and pauses (the heal ends every pause), and the restarts that
+# end a crash's downtime: what `RunModel.hosts` is made of.
 HOST_KINDS: Final = frozenset(
-    {"host.paused", "host.resumed", "host.crashed", "fault.gc-pause", "fault.crash",
-     "fault.heal"}
+    {"host.paused", "host.resumed", "host.crashed", "host.restarted", "fault.gc-pause",
+     "fault.crash", "fault.heal"}
 )
 KINDS: Final = (_SESSION_KINDS | _CARD_CLOSERS | _INVOCATION_KINDS | _DEPLOYMENT_KINDS
                 | FAULT_KINDS | {"fault.*", "host.*", "threadlog.assigned", "run.end"})
@@ -433,6 +434,8 @@ class _Builder:
         self.pins = _Pins(self.faults.host_deployment)
         self.crashes: dict[str, list[Record]] = {}
         self.paused: dict[str, list[tuple[int, float]]] = {}
+        # Hosts crashed and not yet restarted: a pause of one of them stops nothing.
+        self.down: set[str] = set()
         self.epochs: dict[str, list[Assignment]] = {}
         self.records_end: float | None = None
         self.windows: list[FaultWindow] = []
@@ -583,6 +586,11 @@ class _Builder:
         if host is None:
             return
         if kind in ("host.paused", "fault.gc-pause"):
+            if host in self.down:
+                # The runner records the step even when it found the host down (the simulator
+                # ignores a pause of a crashed host, and SIGSTOP has no process to stop): the
+                # host comes back from its restart running, not paused.
+                return
             steps = self.paused.setdefault(host, [])
             duration = r.data.get("duration")
             until = _INF if duration is None else r.time + float(duration)
@@ -591,6 +599,16 @@ class _Builder:
             self.paused.setdefault(host, []).append((r.index, -_INF))
         elif kind in ("host.crashed", "fault.crash"):
             self.crashes.setdefault(host, []).append(r)
+            self.down.add(host)
+            # A crash ends a pause: the stopped process is killed, and the one its restart
+            # starts runs (the simulator clears the pause, and the pause's timed resume then
+            # records nothing). Without this, a host crashed during a pause would look paused
+            # until the pause's end, after it restarted and went on running.
+            pauses = self.paused.get(host)
+            if pauses and pauses[-1][1] != -_INF:
+                pauses.append((r.index, -_INF))
+        elif kind == "host.restarted":
+            self.down.discard(host)
 
     def fault(self, r: Record) -> None:
         kind = r.kind

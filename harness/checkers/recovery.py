@@ -20,7 +20,9 @@ For an intent in flight when ownership moved:
   (another invocation, or a new attempt of the intent's invocation started after the intent,
   is another executor), else from the intent's host (the record's host, or the owner of the
   intent's epoch from `threadlog.assigned`): crashed since the intent, or paused at that
-  moment, means another executor. Knowing neither, the attempt is not judged;
+  moment, means another executor (a crash ends a pause, and a pause of a crashed host stops
+  nothing: the restarted host runs, `harness.checkers.model`). Knowing neither, the attempt
+  is not judged;
 - the turn is held, unless the result becomes known (`tool.result`) or the turn ends by
   cancellation or a steer; judged only once `tolerance` has passed after the move.
 
