@@ -662,6 +662,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
     "message-logged": _reads(
         ("threadlog.assigned", ("session",)),
         ("threadlog.appended", ("entry_kind", "turn")),
+        ("threadlog.committed", ("kind", "entry")),
         ("turn.started", ("turn",)),
         ("turn.ended", ("session", "turn", "reason")),
         *_EVERY,

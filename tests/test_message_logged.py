@@ -83,3 +83,30 @@ def test_a_runtime_without_a_thread_log_is_not_judged() -> None:
     ended(h, 3)
     r = check(h)
     assert r.valid is True and not r.reached
+
+
+def committed(h: History, t: float, seq: int, kind: str, entry: str) -> Record:
+    return h.add("threadlog.committed", session="s1", epoch=1, time=t,
+                 data={"seq": seq, "owner": "dep1.h1", "kind": kind, "entry": entry})
+
+
+def test_an_append_of_unknown_outcome_that_landed_counts_as_logged() -> None:
+    # The connection reset after PostgreSQL committed the append: no `threadlog.appended`,
+    # but the log read back at the end holds the turn's message.
+    h = History()
+    started(h, 0)
+    assigned(h, 1)
+    ended(h, 3)
+    committed(h, 4, 1, "user", "user:s1.turn1")
+    assert check(h).valid is True
+    # What the read-back holds must be this turn's message: another turn's, or this turn's
+    # model entry, does not count.
+    for kind, entry in (("user", "user:s1.turn2"), ("model", "user:s1.turn1")):
+        h = History()
+        started(h, 0)
+        assigned(h, 1)
+        ended(h, 3)
+        committed(h, 4, 1, kind, entry)
+        r = check(h)
+        assert r.valid is False, (kind, entry)
+        assert "never appended to the thread log of s1" in r.witness(limit=5)

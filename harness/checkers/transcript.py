@@ -8,7 +8,10 @@ before it ended. A runtime that answers messages it never logs passes every rule
 it did, and loses the conversation.
 
 Judged only for runtimes that report their thread log (`threadlog.assigned` for the session):
-a runtime without one has nothing to hold to this.
+a runtime without one has nothing to hold to this. An append whose outcome the worker never
+learnt (the connection reset after PostgreSQL committed it) has no `threadlog.appended`; the
+log read back at the end (`threadlog.committed` of a `user` entry `user:TURN`) shows it
+landed, and then the message was logged.
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ from typing import Final, final
 from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
-from harness.history import History
+from harness.history import History, Record
 
-_KINDS: Final = frozenset({"threadlog.assigned", "threadlog.appended", "turn.started",
-                           "turn.ended"})
+_KINDS: Final = frozenset({"threadlog.assigned", "threadlog.appended", "threadlog.committed",
+                           "turn.started", "turn.ended"})
 
 
 @final
@@ -47,7 +50,8 @@ class MessageLogged:
         written: set[str] = set()  # turns whose message entry was appended
         started: set[str] = set()
         ended: set[str] = set()
-        violations: list[Violation] = []
+        unlogged: list[tuple[str, Record]] = []  # (turn, its end) with no append seen
+        committed: set[str] = set()  # entry ids the log holds at the end
         for r in history.records:
             if r.kind not in _KINDS or not dedup.fresh(r):
                 continue
@@ -58,6 +62,9 @@ class MessageLogged:
             elif r.kind == "threadlog.appended":
                 if r.data.get("entry_kind") == "user" and turn is not None:
                     written.add(str(turn))
+            elif r.kind == "threadlog.committed":
+                if r.data.get("kind") == "user" and r.data.get("entry") is not None:
+                    committed.add(str(r.data["entry"]))
             elif r.kind == "turn.started":
                 if turn is not None:
                     started.add(str(turn))
@@ -65,12 +72,12 @@ class MessageLogged:
                   and str(session) in logged):
                 ended.add(str(turn))
                 if str(turn) not in written:
-                    violations.append(Violation(
-                        f"{turn} ended at {at(r.time)} ({r.data.get('reason')}) and its "
-                        f"message was never appended to the thread log of {session}: "
-                        f"{r.describe()}",
-                        cite((r,)),
-                    ))
+                    unlogged.append((str(turn), r))
+        violations = [
+            Violation(f"{turn} ended at {at(r.time)} ({r.data.get('reason')}) and its message "
+                      f"was never appended to the thread log of {attr(r, 'session')}: {r.describe()}",
+                      cite((r,)))
+            for turn, r in unlogged if f"user:{turn}" not in committed]
         return verdict(
             self.name, violations, reached=bool(ended),
             note="" if ended else "no turn of a session with a thread log ended",
