@@ -18,12 +18,23 @@ ROOT = Path(__file__).resolve().parents[1]
 SPEC = "examples.restate_sdk_agent.adapter:"
 
 
+
+# What the agent gets wrong, found by the built-in scenarios (it is a user's agent, not the
+# reference): after the hand-off, an approval and a new message at the same moment. The
+# approval's `resume` is queued behind the new message's turn, which ends the call; `resume`
+# then finds nothing pending and returns, and the approval is neither applied nor refused
+# (answer-fate). Pinned so that a fix of the agent, or a change of verdict, shows here.
+AGENT_FINDINGS: dict[str, set[str]] = {
+    "35-rerun-sends-after-its-host-crashed-in-a-pause.toml": {"answer-fate"},
+}
+
 def test_the_correct_agent_passes_every_scenario_file() -> None:
     for path in sorted((ROOT / "scenarios").glob("*.toml")):
         outcome = run_schedule(example.ADAPTER, load_scenario(path),
                                RunOptions(save_history=False))
         assert outcome.error is None, path.name
-        assert all(r.valid for r in outcome.results), (
+        failing = {r.checker for r in outcome.results if not r.valid}
+        assert failing == AGENT_FINDINGS.get(path.name, set()), (
             path.name, [(r.checker, r.violations) for r in outcome.results if not r.valid])
 
 

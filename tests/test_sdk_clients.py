@@ -30,7 +30,19 @@ OUTSIDE = Path(__file__).parent / "outside_adapters"
 _OPEN: list[SdkSimRuntime] = []
 
 
+
+# What the agent gets wrong, found by the built-in scenarios (it is a user's agent, not the
+# reference): after the hand-off, an approval and a new message at the same moment. The
+# approval's `resume` is queued behind the new message's turn, which ends the call; `resume`
+# then finds nothing pending and returns, and the approval is neither applied nor refused
+# (answer-fate). Pinned so that a fix of the agent, or a change of verdict, shows here.
+AGENT_FINDINGS: dict[str, set[str]] = {
+    "35-rerun-sends-after-its-host-crashed-in-a-pause.toml": {"answer-fate"},
+}
+
+
 @pytest.fixture
+
 def svc() -> Iterator[Any]:
     """tests/outside_adapters/sync_clients.py, imported as a user's own module; the runs a
     test opens are closed after it, as the runner closes every run."""
@@ -185,7 +197,8 @@ def test_an_agent_on_requests_passes_every_scenario_file(requests_adapter: Any) 
         outcome = run_schedule(requests_adapter.ADAPTER, load_scenario(path),
                                RunOptions(save_history=False))
         assert outcome.error is None, path.name
-        assert all(r.valid for r in outcome.results), (
+        failing = {r.checker for r in outcome.results if not r.valid}
+        assert failing == AGENT_FINDINGS.get(path.name, set()), (
             path.name, [(r.checker, r.violations) for r in outcome.results if not r.valid])
 
 
