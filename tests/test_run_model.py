@@ -77,6 +77,25 @@ def test_sessions_invocations_pins_and_deployments() -> None:
     assert model.faults.host_deployment["h1"] == "dep1"
 
 
+def test_effects_count_every_record_and_list_each_redelivery_once() -> None:
+    h = History()
+    h.add("effect.attempted", data={"key": "k1"})
+    h.add("effect.delivered", data={"key": "k1", "effect": "email", "logical": "tc1"})
+    h.add("effect.deduplicated", data={"key": "k1"})
+    # The same key again: a key's repeat, not also its logical effect's.
+    h.add("effect.delivered", data={"key": "k1", "effect": "email", "logical": "tc1"})
+    # The same logical effect under another key, then without one.
+    h.add("effect.delivered", data={"key": "k2", "effect": "email", "logical": "tc1"})
+    h.add("effect.delivered", data={"effect": "email", "logical": "tc1"})
+    # Two keyless deliveries of different logical effects are not one.
+    h.add("effect.delivered", data={"effect": "email", "logical": "tc2"})
+    h.add("effect.delivered", data={"key": "", "effect": "email"})
+    effects = build(h).effects
+    assert (effects.attempted, effects.deduplicated, effects.delivered) == (1, 1, 6)
+    assert [(x.first.index, x.again.index, x.by_key) for x in effects.redeliveries] == [
+        (1, 3, True), (1, 4, False), (1, 5, False)]
+
+
 def test_hosts_and_epochs_answer_as_of_a_record() -> None:
     h = _history()
     model = build(h)

@@ -15,7 +15,8 @@ from typing import final
 from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
-from harness.history import History, Record
+from harness.checkers.model import Redelivery, model_of
+from harness.history import History
 
 
 @final
@@ -28,8 +29,9 @@ class NoDuplicateEffects:
         "once: once per idempotency key and once per logical effect."
     )
 
-    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
-    # only these (harness.checkers.base.dispatch).
+    # The record kinds it reads, from the run's model (harness.checkers.model: the effects,
+    # built once over the whole history): run_checkers gives it only these
+    # (harness.checkers.base.dispatch), so the model of its view alone says the same.
     reads: frozenset[str] = frozenset(
         {"effect.attempted", "effect.deduplicated", "effect.delivered"})
 
@@ -37,54 +39,27 @@ class NoDuplicateEffects:
         return guarded(self.name, self._check, history, config)
 
     def _check(self, history: History, config: CheckConfig) -> Result:
-        by_key: dict[str, Record] = {}
-        by_logical: dict[tuple[str, str], Record] = {}
-        violations: list[Violation] = []
-        attempted = delivered = deduplicated = 0
-        for r in history.records:
-            kind = r.kind
-            if kind == "effect.attempted":
-                attempted += 1
-                continue
-            if kind == "effect.deduplicated":
-                deduplicated += 1
-                continue
-            if kind != "effect.delivered":
-                continue
-            delivered += 1
-            # No key (None or "") is no key: never the same delivery as another keyless one.
-            key = attr(r, "key") or None
-            effect = str(r.data.get("effect", "effect"))
-            if key is not None:
-                first = by_key.get(key)
-                if first is None:
-                    by_key[key] = r
-                else:
-                    violations.append(Violation(
-                        f"{effect} with idempotency key {key} was delivered twice: "
-                        f"{first.describe()}, then {r.describe()}",
-                        cite((first, r)),
-                    ))
-                    continue
-            logical = r.data.get("logical")
-            if logical is None:
-                continue
-            slot = (effect, str(logical))
-            first = by_logical.get(slot)
-            if first is None:
-                by_logical[slot] = r
-            else:
-                violations.append(Violation(
-                    f"{effect} {logical} was delivered twice {_keys(attr(first, 'key'), key)}: "
-                    f"{first.describe()}, then {r.describe()}",
-                    cite((first, r)),
-                ))
+        effects = model_of(history).effects
+        violations = [_violation(again) for again in effects.redeliveries]
+        delivered = effects.delivered
         return verdict(
             self.name, violations, reached=delivered > 0,
             note="" if delivered else "no effect was delivered",
-            stats={"attempted": attempted, "delivered": delivered,
-                   "deduplicated": deduplicated},
+            stats={"attempted": effects.attempted, "delivered": delivered,
+                   "deduplicated": effects.deduplicated},
         )
+
+
+def _violation(again: Redelivery) -> Violation:
+    first, r = again.first, again.again
+    effect = str(r.data.get("effect", "effect"))
+    key = attr(r, "key") or None
+    if again.by_key:
+        sentence = f"{effect} with idempotency key {key} was delivered twice"
+    else:
+        sentence = (f"{effect} {r.data.get('logical')} was delivered twice "
+                    f"{_keys(attr(first, 'key'), key)}")
+    return Violation(f"{sentence}: {first.describe()}, then {r.describe()}", cite((first, r)))
 
 
 def _keys(first: str | None, second: str | None) -> str:

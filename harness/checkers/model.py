@@ -13,7 +13,9 @@ values:
 - `invocations`: each invocation's active stretches (queued, running or paused: holding its
   key), and its state when the run ended;
 - `hosts`, `epochs`: which host crashed or paused when, which epoch of a session's thread
-  was assigned to which owner.
+  was assigned to which owner;
+- `effects`: the effects the world saw attempted, deduplicated and delivered, and every
+  delivery of a key or of a logical effect that had been delivered before.
 
 Observations are at-least-once: a record whose (kind, event_id) was seen is skipped where
 the checkers skipped it (see `harness.checkers._common.Dedup`).
@@ -218,6 +220,28 @@ class InvocationModel:
 
 
 @dataclass(frozen=True, slots=True)
+class Redelivery:
+    """An effect delivered `again` after its `first` delivery: under the same idempotency key
+    (`by_key`), else as the same logical effect (under another key, or without one)."""
+
+    first: Record
+    again: Record
+    by_key: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Effects:
+    """What the world saw of the effects (`effect.*`, every record: the world writes each
+    once, so none is skipped as a repeat)."""
+
+    attempted: int
+    deduplicated: int
+    delivered: int
+    # In the order the second deliveries were recorded.
+    redeliveries: tuple[Redelivery, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RunModel:
     start: float  # the first record's time
     end: float  # the run's end (`run.end`, else the last record)
@@ -231,6 +255,7 @@ class RunModel:
     # Every invocation: those that completed, in that order, then those that did not, in
     # the order they appeared (an id that appears again after completing is another one).
     invocations: tuple[InvocationModel, ...]
+    effects: Effects
 
     @property
     def healed_at(self) -> float:
@@ -262,6 +287,8 @@ _INVOCATION_KINDS: Final = frozenset(
     {"invocation.created", "invocation.started", "invocation.suspended", "invocation.resumed",
      "invocation.repinned", "invocation.paused", "invocation.completed"}
 )
+_EFFECT_KINDS: Final = frozenset(
+    {"effect.attempted", "effect.deduplicated", "effect.delivered"})
 _DEPLOYMENT_KINDS: Final = frozenset(
     {"deployment.registered", "deployment.superseded", "deployment.drained",
      "deployment.retired"}
@@ -273,7 +300,8 @@ HOST_KINDS: Final = frozenset(
      "fault.crash", "fault.heal"}
 )
 KINDS: Final = (_SESSION_KINDS | _CARD_CLOSERS | _INVOCATION_KINDS | _DEPLOYMENT_KINDS
-                | FAULT_KINDS | {"fault.*", "host.*", "threadlog.assigned", "run.end"})
+                | _EFFECT_KINDS | FAULT_KINDS
+                | {"fault.*", "host.*", "threadlog.assigned", "run.end"})
 """The record kinds the model reads (a kind ending in `.*`: every kind with that prefix)."""
 
 
@@ -424,6 +452,48 @@ class _Pins:
                                  self.pinned_when_superseded)
 
 
+class _Effects:
+    """The effects fold: counts, and the first delivery of each key and logical effect."""
+
+    def __init__(self) -> None:
+        self.attempted = self.deduplicated = self.delivered = 0
+        self.by_key: dict[str, Record] = {}
+        self.by_logical: dict[tuple[str, str], Record] = {}
+        self.redeliveries: list[Redelivery] = []
+
+    def feed(self, r: Record) -> None:
+        kind = r.kind
+        if kind == "effect.attempted":
+            self.attempted += 1
+            return
+        if kind == "effect.deduplicated":
+            self.deduplicated += 1
+            return
+        self.delivered += 1
+        # No key (None or "") is no key: never the same delivery as another keyless one.
+        key = attr(r, "key") or None
+        if key is not None:
+            first = self.by_key.get(key)
+            if first is not None:
+                # A repeat of a key is that key's failure, not also its logical effect's.
+                self.redeliveries.append(Redelivery(first, r, True))
+                return
+            self.by_key[key] = r
+        logical = r.data.get("logical")
+        if logical is None:
+            return
+        slot = (str(r.data.get("effect", "effect")), str(logical))
+        first = self.by_logical.get(slot)
+        if first is None:
+            self.by_logical[slot] = r
+        else:
+            self.redeliveries.append(Redelivery(first, r, False))
+
+    def finish(self) -> Effects:
+        return Effects(self.attempted, self.deduplicated, self.delivered,
+                       tuple(self.redeliveries))
+
+
 class _Builder:
     """The one pass: each record goes to the folds that read its kind."""
 
@@ -446,6 +516,7 @@ class _Builder:
         self.done: list[InvocationModel] = []
         self.seq = 0
         self.holders: dict[tuple[str, str], str] = {}
+        self.effects = _Effects()
 
     def _next(self) -> int:
         self.seq += 1
@@ -562,6 +633,8 @@ class _Builder:
             return self.invocation
         if kind in _DEPLOYMENT_KINDS:
             return self.pins.deployment
+        if kind in _EFFECT_KINDS:
+            return self.effects.feed
         if kind == "threadlog.assigned":
             return self.assigned
         if kind in FAULT_KINDS or kind.startswith(("fault.", "host.")):
@@ -673,7 +746,7 @@ class _Builder:
                  for h in {**self.crashes, **self.paused}}
         epochs = {session: tuple(a) for session, a in self.epochs.items()}
         return RunModel(start, end, tuple(self.windows), faults, pins, deployments, sessions,
-                        hosts, epochs, tuple(invocations))
+                        hosts, epochs, tuple(invocations), self.effects.finish())
 
 
 def _ended(window: FaultWindow, time: float) -> FaultWindow:
