@@ -357,7 +357,9 @@ def _lateness(runtime: Runtime, at: float, now: float) -> str | None:
     """
     late = now - at
     scale = getattr(runtime, "time_scale", None)
-    if not isinstance(scale, Scale):
+    # `None` first: an isinstance check against a runtime-checkable protocol walks the
+    # protocol's attributes every time, and this runs at every step of a simulated run.
+    if scale is None or not isinstance(scale, Scale):
         return fmt_duration(late) if late > LATE_AFTER else None
     real = scale.real(now) - scale.real(at)
     return f"{fmt_duration(late)} ({fmt_real(real)})" if real > LATE_AFTER else None
