@@ -75,8 +75,8 @@ class MessageLogged:
                     unlogged.append((str(turn), r))
         violations = [
             Violation(f"{turn} ended at {at(r.time)} ({r.data.get('reason')}) and its message "
-                      f"was never appended to the thread log of {attr(r, 'session')}: {r.describe()}",
-                      cite((r,)))
+                      f"was never appended to the thread log of {attr(r, 'session')}: "
+                      f"{r.describe()}", cite((r,)))
             for turn, r in unlogged if f"user:{turn}" not in committed]
         return verdict(
             self.name, violations, reached=bool(ended),
