@@ -965,6 +965,34 @@ def test_access_revoked_while_the_checked_request_is_in_flight_is_too_late() -> 
     passing(AccessRechecked().check(h, CONFIG))
 
 
+def test_access_a_delivery_is_judged_by_the_check_of_the_run_that_sent_it() -> None:
+    """Run 1 checked before the revoke and was paused mid-send; run 2 (a later answer's
+    re-run) checked after it and was denied. The email run 1 sends late is judged by run 1's
+    check (granted before the revoke): it passes. A delivery sent by run 2's intent is judged
+    by run 2's denied check: a violation."""
+    def history(sender: int) -> History:
+        h = History()
+        _access_world(h)
+        ob(h, "tool.rerun", 3000, "rr1", {"access": "granted", "run": 1}, session="s1",
+           turn="T1", tool_call="tc1", deployment="dep2")
+        ob(h, "tool.intent", 3000, "in1", {"tool": "send_email", "run": 1}, session="s1",
+           turn="T1", tool_call="tc1")
+        ev(h, "identity.revoked", 3000, {"user": "u1", "tool": "send_email"})
+        ob(h, "tool.rerun", 3060, "rr2", {"access": "denied", "run": 2}, session="s1",
+           turn="T1", tool_call="tc1", deployment="dep2")
+        if sender == 2:
+            ob(h, "tool.intent", 3061, "in2", {"tool": "send_email", "run": 2}, session="s1",
+               turn="T1", tool_call="tc1")
+        ev(h, "effect.delivered", 3600, {"effect": "email", "logical": "tc1"}, key="k1",
+           session="s1", turn="T1", tool_call="tc1")
+        return h
+
+    passing(AccessRechecked().check(history(1), CONFIG))
+    witness = failing(AccessRechecked().check(history(2), CONFIG))
+    assert "email of tool call tc1 was delivered at t=60.0m" in witness
+    assert "before the re-run at t=51.0m" in witness
+
+
 def test_access_delivery_after_hand_off_without_any_recheck_is_a_violation() -> None:
     h = History()
     _access_world(h)

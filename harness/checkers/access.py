@@ -74,6 +74,10 @@ class AccessRechecked:
         session_of: dict[str, str] = {}
         handed: dict[str, Record] = {}
         rechecked: dict[str, Record] = {}
+        # Each run's own check: a delivery is judged by the run that sent it (the run of the
+        # last intent before it), not by a later run's check. A run that checked before the
+        # revoke and was paused mid-send may finish its send; a later run must check again.
+        checked_by_run: dict[tuple[str, object], Record] = {}
         last_intent: dict[str, Record] = {}
         violations: list[Violation] = []
         reruns = unplaced = denied = 0
@@ -146,6 +150,8 @@ class AccessRechecked:
                 if tc is not None:
                     handed.setdefault(tc, r)
                     rechecked[tc] = r
+                    if r.data.get("run") is not None:
+                        checked_by_run[(tc, r.data["run"])] = r
                 violation = _placement(r, deployments, versions, started_at, answered_at,
                                        dep_name)
                 if violation is None:
@@ -168,9 +174,11 @@ class AccessRechecked:
                     continue
                 call_tool = tool_of.get(tc)
                 rev = revocation(tc, session or session_of.get(tc), call_tool)
-                check = rechecked.get(tc)
-                wait = handed[tc]
                 intent = last_intent.get(tc)
+                sender = (checked_by_run.get((tc, intent.data.get("run")))
+                          if intent is not None else None)
+                check = sender if sender is not None else rechecked.get(tc)
+                wait = handed[tc]
                 in_flight = (check is None and intent is not None and rev is not None
                              and intent.index < wait.index and intent.index < rev.index)
                 if rev is not None and not in_flight and (check is None
