@@ -481,7 +481,8 @@ def _install_requests() -> None:
             return response
 
         def close(self) -> None:
-            pass
+            # Nothing to release: no socket or pool was opened, the world is in-process.
+            return None
 
     def _body_bytes(body: Any) -> bytes:
         # What requests may carry: bytes or text (json=, data=), a file, or chunks.
