@@ -105,9 +105,11 @@ class ApprovalAgent:
     async def run_tool(self, msg: Message, call: dict[str, Any]) -> str:
         name, tool_call = call["name"], call["id"]
         if name in NEEDS_APPROVAL:
+            # Cleared before the card shows, not after: the person may answer the moment the
+            # card is up, and the signal can reach the workflow before show_card's result does.
+            self.decision = None
             await workflow.execute_activity(show_card, args=[msg.session, msg.turn, tool_call,
                                                              name], **_QUICK)
-            self.decision = None
             try:
                 await workflow.wait_condition(lambda: self.decision is not None,
                                               timeout=timedelta(seconds=msg.max_wait))
