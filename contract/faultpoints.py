@@ -26,6 +26,9 @@ POINTS: Final[dict[str, str]] = {
     "effect.charge.after_charge": "the charge was made, before its journal entry",
     "effect.model.after_call": "the model call returned, before its journal entry",
     "tool.after_intent": "a tool intent was recorded, before the tool runs",
+    # The window in which a person answers the moment the card is up: an app that clears or
+    # registers its wait only after it hears back from the card service drops that answer.
+    "card.after_show": "an approval card is shown, before the code that showed it hears back",
 }
 
 Hook = Callable[[str], "Awaitable[Any] | None"]

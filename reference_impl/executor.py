@@ -472,6 +472,7 @@ class ChatToolExecutor:
                 "tool.awaiting", event_id=f"tool.awaiting:{tc}#{run}", **call.ids(),
                 tool=call.tool, mode=mode, run=run,
             )
+            await faultpoints.reach("card.after_show")
 
         await run_step(ctx, f"card:{tc}#{run}", show)
         config = ports.config

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Final
 
+from contract import faultpoints
 from contract.binding import JSON, Context, Handler, Service, TerminalError
 from contract.ports import Ports
 from reference_impl.effects import (
@@ -185,6 +186,7 @@ def build_pending_service(ports: Ports, version: str) -> Service:
                 await ports.ui.show_card(session=call.session, turn=call.turn,
                                          tool_call=call.tool_call, tool=call.tool,
                                          args=dict(call.args))
+                await faultpoints.reach("card.after_show")
 
             await run_step(ctx, f"card:{call.tool_call}#{row.run + 1}", show)
             now = await ctx.time()

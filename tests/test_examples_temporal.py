@@ -59,10 +59,14 @@ def test_the_example_adapter_keeps_the_contract() -> None:
 
 def test_cli_finds_pinning_after_a_redeploy_and_a_doubled_email(tmp_path: Path) -> None:
     done = _cli(tmp_path, "01-answered-quickly.toml", "02-redeploy-while-waiting.toml",
-                "03-crash-after-email-sent.toml")
+                "03-crash-after-email-sent.toml", "05-answer-while-the-card-shows.toml")
     out = done.stdout + done.stderr  # progress lines go to stderr
     assert done.returncode == 1, out
     assert "answered-quickly: ok" in out
+    # The worker paused at card.after_show and the signal came first: the workflow clears
+    # its last decision before showing the card, not after, so the approval is kept. (It
+    # cleared it after once, and a loaded CI machine opened that window on scenario 01.)
+    assert "answer-while-the-card-shows: ok" in out
     assert "redeploy-while-waiting: FAIL pinning-bound" in out
     assert "crash-after-email-sent: FAIL no-duplicate-effects" in out
     # The witnesses name Temporal's own facts: the version the workflow is pinned to, and one

@@ -31,11 +31,15 @@ from harness.observers.base import EngineObserver
 
 __all__ = ["POINTS", "WorkerHosts", "turn_of_delivery"]
 
-# Fault points at deliveries to the world: point -> the effect whose delivery reaches it.
+# Fault points at deliveries to the world: point -> what reaches it, the effect whose
+# delivery does (`effect.delivered`) or a card shown (`tool.awaiting`, recorded as the card
+# service shows it, while the app's request is still in flight).
+CARD_SHOWN: Final = "tool.awaiting"
 POINTS: Final[Mapping[str, str]] = {
     "effect.email.after_send": "email",
     "effect.charge.after_charge": "charge",
     "effect.model.after_call": "model",
+    "card.after_show": CARD_SHOWN,
 }
 
 
@@ -67,7 +71,7 @@ class WorkerHosts:
         self.invocation_of = invocation_of or turn_of_delivery
         self.hosts: dict[str, tuple[str, ProcessGroup]] = {}
         self._later: list[tuple[float, str, str]] = []  # (when, "restart" | "resume", host)
-        self._armed: dict[str, list[tuple[str, str, float]]] = {}  # effect -> (point, ...)
+        self._armed: dict[str, list[tuple[str, str, float]]] = {}  # what -> (point, ...)
         self.app_points = app_points
         self._at_point: dict[str, list[tuple[str, float]]] = {}  # app point -> (action, ...)
         self._lock = threading.RLock()
@@ -128,12 +132,12 @@ class WorkerHosts:
             with self._lock:
                 self._at_point.setdefault(point, []).extend([(action, duration)] * times)
             return
-        effect = POINTS.get(point)
-        if effect is None:
+        what = POINTS.get(point)
+        if what is None:
             raise ValueError(f"unknown fault point {point!r}; known: "
                              f"{sorted([*POINTS, *self.app_points])}")
         with self._lock:
-            self._armed.setdefault(effect, []).extend([(point, action, duration)] * times)
+            self._armed.setdefault(what, []).extend([(point, action, duration)] * times)
 
     def host_of(self, pid: int) -> str | None:
         """The live host whose process group holds process `pid`."""
@@ -183,11 +187,14 @@ class WorkerHosts:
                 group.stop()
 
     def _delivered(self, r: Record) -> None:
-        if r.kind != "effect.delivered":
+        if r.kind == "effect.delivered":
+            what = str(r.data.get("effect"))
+        elif r.kind == CARD_SHOWN:
+            what = CARD_SHOWN
+        else:
             return
-        effect = str(r.data.get("effect"))
         with self._lock:
-            armed = self._armed.get(effect)
+            armed = self._armed.get(what)
             if not armed:
                 return
             invocation = self.invocation_of(r)

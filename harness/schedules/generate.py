@@ -66,7 +66,7 @@ _SERVICE_TOOLS = {"provider": _TOOLS, "email": ("send_email", "notify"),
 # the draw toward the windows uniform steps reach least (measured by
 # `benchmarks/exploration.py --reach`: recovery 3%, re-runs 14% of schedules without them).
 WINDOWS = ("rerun", "recovery", "recovery", "recovery", "recovery", "recovery", "rerun",
-           "busy", "late", "redeploy", "provider", "fencing")
+           "busy", "late", "redeploy", "provider", "fencing", "card")
 # Fault points where a crash leaves an intent (or an effect) without a journaled result,
 # with the tool that reaches each.
 _RECOVERY_POINTS = (("effect.email.after_send", "send_email"),
@@ -282,6 +282,23 @@ def _window(d: Draw, kind: str, session: str, t: float) -> tuple[Step, ...]:
         if tool in _APPROVAL_TOOLS and d.maybe():  # in-call, or a re-run after the hand-off
             delay = _either(d, (10, HAND_OFF - 30), (HAND_OFF + 60, DAY))
             steps.append(_answer(float(t + delay), session))
+    elif kind == "card":  # answer-fate: an answer the moment the card is up
+        # The host that showed the card is paused (or crashes) before it hears back from the
+        # card service, and the person answers meanwhile: the answer reaches the call before
+        # the code that waits for it has heard its card is up.
+        if d.maybe(9):
+            action = d.pick(("pause", "pause", "crash"))
+            steps.append(Step(t, "arm", (("point", "card.after_show"), ("action", action),
+                                         ("duration", float(d.pick((30, 120, 600)))),
+                                         ("times", 1))))
+        if d.maybe(9):
+            steps.append(_message(t, session, [tool]))
+        answer_at = t + d.integer(3, 4 * MINUTE)
+        if d.maybe(9):
+            steps.append(_answer(float(answer_at), session, d.pick(("approve", "approve",
+                                                                    "deny"))))
+        if d.maybe():  # the confirmation a held call asks for, or an answer too many
+            steps.append(_answer(float(answer_at + d.integer(1, 2 * HOUR)), session))
     else:  # fencing: the owner pauses mid-turn and the thread moves
         if d.maybe(9):
             steps.append(_message(t, session, [tool]))

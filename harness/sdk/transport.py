@@ -56,11 +56,12 @@ __all__ = ["SIM_WORLD_URL", "CardWatcher", "WorldRoutes", "WorldTransport", "rou
 SIM_WORLD_URL: Final = "http://world.sim"
 
 # Fault points at deliveries to the world, as on real engines (harness.observers.hosts):
-# the handler's host crashes or pauses after the world recorded the delivery and before
-# the handler hears back.
+# the handler's host crashes or pauses after the world recorded the delivery (an effect, a
+# card shown) and before the handler hears back.
 EFFECT_POINTS: Final = {"/email": "effect.email.after_send",
                         "/charge": "effect.charge.after_charge",
-                        "/model/complete": "effect.model.after_call"}
+                        "/model/complete": "effect.model.after_call",
+                        "/cards/show": "card.after_show"}
 
 # What a handler on the simulator may use to reach the world (named in every refusal).
 ROUTED_CLIENTS: Final = "httpx (AsyncClient, Client) and requests"
