@@ -80,3 +80,4 @@ class AgentAdapter:
 ADAPTER = AgentAdapter()
 WAIT_IN_CALL = AgentAdapter(frozenset({"wait-in-call"}))
 EMAIL_NO_KEY = AgentAdapter(frozenset({"email-no-key"}))
+CARD_BEFORE_PENDING = AgentAdapter(frozenset({"card-before-pending"}))

@@ -10,13 +10,17 @@ that started it; a later answer resumes the turn in a new invocation (`resume`).
 Deploy it: `hypercorn examples.restate_sdk_agent.agent:app` with `AGENT_WORLD_URL` set to
 the services the agent calls (model, email, payments, cards).
 
-Two defects can be planted, named in `AGENT_DEFECTS` (comma-separated) or passed to
+Three defects can be planted, named in `AGENT_DEFECTS` (comma-separated) or passed to
 `build()`:
 
 - `wait-in-call`: the turn waits for the answer in the call for up to `MAX_WAIT` (8 days),
   pinning its release that long;
 - `email-no-key`: the email is sent without an idempotency key, so a retried send after a
-  crash delivers it twice.
+  crash delivers it twice;
+- `card-before-pending`: the card is shown before the wait is written down (`pending`), so
+  an answer given the moment the card is up finds nothing pending and is dropped. This one
+  was a real bug of this agent, found on real Restate; the `card.after_show` fault point
+  opens its window on the simulator.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ SCALE = float(os.environ.get("AGENT_TIME_SCALE", "1"))
 HAND_OFF = timedelta(minutes=5) / SCALE
 MAX_WAIT = timedelta(days=8) / SCALE
 APPROVAL_TOOLS = ("send_email", "charge_card")
-DEFECTS = ("wait-in-call", "email-no-key")
+DEFECTS = ("wait-in-call", "email-no-key", "card-before-pending")
 
 
 def world_url() -> str:
@@ -101,13 +105,21 @@ def build(defects: frozenset[str] = frozenset()) -> list[restate.VirtualObject]:
     async def wait_for_answer(ctx: restate.ObjectContext, turn: str, messages: list[Any],
                               step: int, call: dict[str, Any]) -> str | None:
         # Pending before the card shows: an answer can come the moment the person sees it,
-        # and one that found nothing pending would be dropped.
+        # and one that found nothing pending would be dropped (the card-before-pending
+        # defect shows the card first).
+        async def show() -> None:
+            await ctx.run_typed(f"card {call['id']}", post, restate.RunOptions(),
+                                "/cards/show", {"session": ctx.key(), "turn": turn,
+                                                "tool_call": call["id"], "tool": call["name"],
+                                                "args": call.get("args") or {}})
+
+        if "card-before-pending" in defects:
+            await show()
         awakeable_id, answer = ctx.awakeable(type_hint=str)
         ctx.set("pending", {"call": call, "turn": turn, "messages": messages, "step": step,
                             "awakeable": awakeable_id, "handed_off": False})
-        await ctx.run_typed(f"card {call['id']}", post, restate.RunOptions(), "/cards/show", {
-            "session": ctx.key(), "turn": turn, "tool_call": call["id"],
-            "tool": call["name"], "args": call.get("args") or {}})
+        if "card-before-pending" not in defects:
+            await show()
         in_call = MAX_WAIT if "wait-in-call" in defects else HAND_OFF
         match await restate.select(answer=answer, timeout=ctx.sleep(in_call)):
             case ["answer", decision]:
