@@ -367,7 +367,7 @@ _KINDS: Final = (
          (), ("skipped", "reason"), types=("info", "event")),
     # -- the final state, read back at the end of a run
     Kind("threadlog.committed", "final", "a committed thread log entry, read back at the end",
-         ("session", "epoch", "seq"), ("owner", "entry", "kind"),
+         ("session", "epoch", "seq"), ("owner", "entry", "kind", "turn"),
          (("kind", ("user", "model", "tool_intent", "tool_result", "tool_hold", "turn_end")),),
          open_values=True),
     Kind("threadlog.owner", "final", "a thread's control row at the end", ("session", "epoch"),
@@ -662,7 +662,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
     "message-logged": _reads(
         ("threadlog.assigned", ("session",)),
         ("threadlog.appended", ("entry_kind", "turn")),
-        ("threadlog.committed", ("kind", "entry")),
+        ("threadlog.committed", ("kind", "turn")),
         ("turn.started", ("turn",)),
         ("turn.ended", ("session", "turn", "reason")),
         *_EVERY,

@@ -85,8 +85,9 @@ def test_a_runtime_without_a_thread_log_is_not_judged() -> None:
     assert r.valid is True and not r.reached
 
 
-def committed(h: History, t: float, seq: int, kind: str, entry: str) -> Record:
-    return h.add("threadlog.committed", session="s1", epoch=1, time=t,
+def committed(h: History, t: float, seq: int, kind: str, turn: str | None,
+              entry: str = "m1") -> Record:
+    return h.add("threadlog.committed", session="s1", epoch=1, time=t, turn=turn,
                  data={"seq": seq, "owner": "dep1.h1", "kind": kind, "entry": entry})
 
 
@@ -97,16 +98,19 @@ def test_an_append_of_unknown_outcome_that_landed_counts_as_logged() -> None:
     started(h, 0)
     assigned(h, 1)
     ended(h, 3)
-    committed(h, 4, 1, "user", "user:s1.turn1")
+    # Matched by the turn the entry is filed under, whatever the runtime names its entries.
+    committed(h, 4, 1, "user", "s1.turn1", entry="anything")
     assert check(h).valid is True
-    # What the read-back holds must be this turn's message: another turn's, or this turn's
-    # model entry, does not count.
-    for kind, entry in (("user", "user:s1.turn2"), ("model", "user:s1.turn1")):
+    # What the read-back holds must be this turn's message: another turn's, this turn's
+    # model entry, or an entry of the turn's name filed under no turn, does not count.
+    for kind, turn, entry in (("user", "s1.turn2", "user:s1.turn2"),
+                              ("model", "s1.turn1", "user:s1.turn1"),
+                              ("user", None, "user:s1.turn1")):
         h = History()
         started(h, 0)
         assigned(h, 1)
         ended(h, 3)
-        committed(h, 4, 1, kind, entry)
+        committed(h, 4, 1, kind, turn, entry=entry)
         r = check(h)
         assert r.valid is False, (kind, entry)
         assert "never appended to the thread log of s1" in r.witness(limit=5)

@@ -54,7 +54,7 @@ OPTIONS = RunOptions(report_dir=None, save_history=False)
 # out.
 MAX_STEPS = 4
 STEP_BOUND = {"pinning_minutes": 1, "expiry_not_scheduled": 1, "busy_ignores_waiting": 3,
-              "queue_in_memory": 3, "unfenced_append": 3}
+              "queue_in_memory": 3}
 
 # What the violation of each bug says: the rule that catches it, not just its invariant (two
 # rules of turn-outcome, say, would both fail turn-outcome).

@@ -34,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 from contract.ports import Config
 from contract.services import SERVICES
 from contract.thresholds import CheckConfig
+from contract.threadlog import LogEntry
 from harness.capabilities import (
     Backgroundable,
     Cancellable,
@@ -242,3 +243,14 @@ def check_invariant_names(names: Sequence[str], known: Sequence[str], source: st
             hint = f"did you mean {near[0]!r}? " if near else ""
             raise UsageError(f"{source}: unknown invariant {name!r}; {hint}valid: "
                              f"{', '.join(known)}")
+
+
+def record_committed(history: History, thread_id: str, entry: LogEntry) -> None:
+    """`threadlog.committed` for one entry of `thread_id`'s log, read back at the end of a
+    run: its place, owner and kind, its id, and the turn it was filed under (its payload's
+    `turn`, as `threadlog.appended` reports it), so a rule matches it to a turn by data."""
+    turn = entry.payload.get("turn")
+    history.add("threadlog.committed", session=thread_id, epoch=entry.epoch,
+                turn=None if turn is None else str(turn),
+                data={"seq": entry.seq, "owner": entry.owner, "kind": entry.kind,
+                      "entry": entry.payload.get("id")})

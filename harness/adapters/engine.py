@@ -66,7 +66,7 @@ from contract.faultpoints import POINTS as FAULT_POINTS
 from contract.network import LINKS, TOXICS
 from contract.ports import Config
 from contract.thresholds import CheckConfig
-from harness.adapters.base import WORLD_ENDPOINTS, RunContext
+from harness.adapters.base import WORLD_ENDPOINTS, RunContext, record_committed
 from harness.clock import AutojumpClock
 from harness.components.net import wait_until
 from harness.components.procs import ProcessGroup, sweep_stale
@@ -513,9 +513,7 @@ class EngineRuntime(ABC):
         sessions = {r.session for r in self.history.of_kind("threadlog.assigned") if r.session}
         for thread_id in sorted(sessions):
             for entry in await self.store.read(thread_id):
-                self.history.add("threadlog.committed", session=thread_id, epoch=entry.epoch,
-                                 data={"seq": entry.seq, "owner": entry.owner,
-                                       "kind": entry.kind, "entry": entry.payload.get("id")})
+                record_committed(self.history, thread_id, entry)
             current = await self.store.current(thread_id)
             if current is not None:
                 self.history.add("threadlog.owner", session=thread_id, epoch=current.epoch,

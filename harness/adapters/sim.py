@@ -15,7 +15,7 @@ from contract.binding import App, HandlerRef
 from contract.faultpoints import POINTS as FAULT_POINTS
 from contract.ports import Config, Ports
 from contract.thresholds import CheckConfig
-from harness.adapters.base import WORLD_ENDPOINTS, RunContext
+from harness.adapters.base import WORLD_ENDPOINTS, RunContext, record_committed
 from harness.clock import wall_clock_follows
 from harness.errors import SimulationError
 from harness.history import History
@@ -91,9 +91,7 @@ class SimRuntime:
     def finish(self) -> None:
         for thread_id in sorted(self._sessions()):
             for entry in _settled(self.store.read(thread_id)):
-                self.history.add("threadlog.committed", session=thread_id, epoch=entry.epoch,
-                                 data={"seq": entry.seq, "owner": entry.owner,
-                                       "kind": entry.kind, "entry": entry.payload.get("id")})
+                record_committed(self.history, thread_id, entry)
             current = _settled(self.store.current(thread_id))
             if current is not None:
                 self.history.add("threadlog.owner", session=thread_id, epoch=current.epoch,

@@ -10,8 +10,8 @@ it did, and loses the conversation.
 Judged only for runtimes that report their thread log (`threadlog.assigned` for the session):
 a runtime without one has nothing to hold to this. An append whose outcome the worker never
 learnt (the connection reset after PostgreSQL committed it) has no `threadlog.appended`; the
-log read back at the end (`threadlog.committed` of a `user` entry `user:TURN`) shows it
-landed, and then the message was logged.
+log read back at the end (`threadlog.committed` of a `user` entry filed under the turn) shows
+it landed, and then the message was logged.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class MessageLogged:
         started: set[str] = set()
         ended: set[str] = set()
         unlogged: list[tuple[str, Record]] = []  # (turn, its end) with no append seen
-        committed: set[str] = set()  # entry ids the log holds at the end
+        committed: set[str] = set()  # turns with a user entry in the log at the end
         for r in history.records:
             if r.kind not in _KINDS or not dedup.fresh(r):
                 continue
@@ -63,8 +63,8 @@ class MessageLogged:
                 if r.data.get("entry_kind") == "user" and turn is not None:
                     written.add(str(turn))
             elif r.kind == "threadlog.committed":
-                if r.data.get("kind") == "user" and r.data.get("entry") is not None:
-                    committed.add(str(r.data["entry"]))
+                if r.data.get("kind") == "user" and turn is not None:
+                    committed.add(str(turn))
             elif r.kind == "turn.started":
                 if turn is not None:
                     started.add(str(turn))
@@ -77,7 +77,7 @@ class MessageLogged:
             Violation(f"{turn} ended at {at(r.time)} ({r.data.get('reason')}) and its message "
                       f"was never appended to the thread log of {attr(r, 'session')}: "
                       f"{r.describe()}", cite((r,)))
-            for turn, r in unlogged if f"user:{turn}" not in committed]
+            for turn, r in unlogged if turn not in committed]
         return verdict(
             self.name, violations, reached=bool(ended),
             note="" if ended else "no turn of a session with a thread log ended",
