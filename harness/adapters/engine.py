@@ -73,6 +73,7 @@ from harness.components.procs import ProcessGroup, sweep_stale
 from harness.components.stack import ComponentStack, component_stack
 from harness.components.workers import SharedListener, WorkerProcess
 from harness.errors import UsageError
+from harness.faults import RESTART_AFTER
 from harness.history import History
 from harness.world import World
 from harness.world_server import Timer, TimerTable, WorldServer
@@ -81,7 +82,6 @@ __all__ = [
     "KEEP_LOGS_ENV",
     "REPO_ROOT",
     "RESET_AFTER_COMMIT",
-    "RESTART_AFTER",
     "Deployment",
     "EngineAdapter",
     "EngineRuntime",
@@ -105,8 +105,6 @@ _APPEND_POINTS = ("threadlog.append.before_lock", "threadlog.append.locked")
 # go through ALTER SYSTEM, not the command line, which would outrank later changes.
 _HOLD_STANDBY = "durable_chaos_hold"
 _MAX_RESTARTS = 20
-# The scenario seconds a crashed host stays down before it restarts (as on the simulator).
-RESTART_AFTER = 5.0
 # What every real path runs through in the harness's process: this module, the components,
 # event loops, subprocess, socket servers and the database and HTTP clients (see
 # `real_clock`); each engine adds its own adapter module and client libraries.

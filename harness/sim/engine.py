@@ -39,6 +39,7 @@ from contract import faultpoints
 from contract.binding import App, DurableFuture, HandlerRef, TerminalError
 from harness.clock import VirtualClock, wall_clock_follows
 from harness.errors import JournalMismatch, SimulationError, UsageError
+from harness.faults import RESTART_AFTER
 from harness.history import History, Record, RecordType
 from harness.sim.model import Attempt, Deployment, Entry, Host, Invocation
 
@@ -120,7 +121,7 @@ class Simulator:
         retry_base: float = 1.0,
         retry_max: float = 30.0,
         max_attempts: int = 200,
-        restart_after: float = 5.0,
+        restart_after: float = RESTART_AFTER,
         record_journal: bool = True,
         record_state: bool = False,
     ) -> None:
