@@ -27,4 +27,5 @@ INVARIANTS: Final[tuple[str, ...]] = (
     "outcome-justified",
     "message-logged",
     "approval-asked",
+    "context-kept",
 )

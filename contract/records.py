@@ -94,6 +94,7 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "effect": "the kind of external effect",
     "logical": "the logical effect (a tool call, a model step): two deliveries of one logical "
                "effect are a duplicate even under different keys",
+    "asked": "the tool call a model reply asked for (`{turn}.t{k}`)",
     "version": "a deployment's version label",
     "hosts": "the hosts (worker processes) of a deployment",
     "pinned": "how many invocations are still pinned to a deployment",
@@ -320,11 +321,13 @@ _KINDS: Final = (
          ("active",), types=("info",)),
     # -- the world
     Kind("effect.attempted", "world", "the world was asked for an effect",
-         (), ("effect", "logical", "key", "session", "turn", "tool_call"),
+         (), ("effect", "logical", "key", "session", "turn", "tool_call", "asked"),
          (("effect", EFFECTS),), open_values=True),
     Kind("effect.delivered", "world", "the world delivered an effect (first time for its key; "
-         "every time without a key); without `logical` only duplicates under one key are found",
-         (), ("effect", "logical", "key", "session", "turn", "tool_call"), (("effect", EFFECTS),),
+         "every time without a key); without `logical` only duplicates under one key are found; "
+         "a model reply that calls a tool names the call (`asked`)",
+         (), ("effect", "logical", "key", "session", "turn", "tool_call", "asked"),
+         (("effect", EFFECTS),),
          open_values=True),
     Kind("effect.deduplicated", "world", "a retry under a delivered key: nothing delivered",
          (), ("effect", "logical", "key", "session", "turn", "tool_call"),
@@ -657,6 +660,10 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("tool.intent", ("session", "tool_call", "run", "epoch")),
         ("threadlog.assigned", ("session", "epoch")),
         ("turn.held", ("session", "tool_call", "run")),
+        *_EVERY,
+    ),
+    "context-kept": _reads(
+        ("effect.delivered", ("effect", "logical", "key", "turn", "asked")),
         *_EVERY,
     ),
     "message-logged": _reads(

@@ -82,16 +82,19 @@ class WorldState:
     tools: dict[str, ToolSpec] = field(default_factory=lambda: dict(DEFAULT_TOOLS))
 
     def deliver(
-        self, effect: str, key: str | None, logical: str, response: Any, **fields: Any
+        self, effect: str, key: str | None, logical: str, response: Any,
+        detail: dict[str, Any] | None = None, **fields: Any
     ) -> tuple[bool, Any]:
         """Deliver an effect once per key: a retry with a delivered key is a no-op.
 
         A request without a key (None or "") is delivered every time: like a real provider,
         the world cannot tell a keyless retry from a new request, and treating "no key" as one
-        shared key would hide every keyless duplicate (and merge unrelated ones).
+        shared key would hide every keyless duplicate (and merge unrelated ones). `detail`
+        goes into the records' data (what the delivery was, e.g. the tool call a model
+        reply asked for).
         """
         key = key or None
-        data = {"effect": effect, "logical": logical}
+        data = {"effect": effect, "logical": logical, **(detail or {})}
         self.history.add("effect.attempted", key=key, data=dict(data), **fields)
         if key is None:
             self.history.add("effect.delivered", key=None, data=data, **fields)
@@ -218,9 +221,13 @@ class FakeProvider:
         await world.sleep(self.latency)
 
         def bill() -> Any:
-            return world.deliver("model", idempotency_key, f"{turn}:{step}",
-                                 plan_response(turn, messages), session=session,
-                                 turn=turn)[1]
+            response = plan_response(turn, messages)
+            # The tool call the reply asks for, on the record: whether the agent told the
+            # model what came of its earlier calls is judged from it (context-kept).
+            asked = response.get("tool_call")
+            return world.deliver("model", idempotency_key, f"{turn}:{step}", response,
+                                 {"asked": asked["id"]} if asked else None,
+                                 session=session, turn=turn)[1]
 
         response = await self.services.call("provider", bill, key=idempotency_key,
                                             session=session, turn=turn)
@@ -432,8 +439,8 @@ class World:
         """Record that the app delivered `effect` ("email", "charge", ...) under idempotency
         `key` for `tool_call`; False when `key` was delivered before (a deduplicated retry).
         A keyless delivery counts every time."""
-        fields = {k: v for k, v in (("tool_call", tool_call), ("turn", turn),
-                                    ("session", session)) if v is not None}
+        fields: dict[str, Any] = {k: v for k, v in (("tool_call", tool_call), ("turn", turn),
+                                                    ("session", session)) if v is not None}
         delivered, _ = self.state.deliver(effect, key, tool_call or turn or "", {}, **fields)
         return delivered
 

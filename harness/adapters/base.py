@@ -33,8 +33,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from contract.ports import Config
 from contract.services import SERVICES
-from contract.thresholds import CheckConfig
 from contract.threadlog import LogEntry
+from contract.thresholds import CheckConfig
 from harness.capabilities import (
     Backgroundable,
     Cancellable,

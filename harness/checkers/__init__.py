@@ -22,6 +22,7 @@ from harness.checkers.base import (
     verdict,
 )
 from harness.checkers.busy import BusyRule
+from harness.checkers.context import ContextKept
 from harness.checkers.done import EffectDone
 from harness.checkers.effects import NoDuplicateEffects
 from harness.checkers.fencing import Fencing
@@ -43,6 +44,7 @@ __all__ = [
     "CheckConfig",
     "Checker",
     "ConservativeRecovery",
+    "ContextKept",
     "EffectAuthorized",
     "EffectDone",
     "Fencing",
@@ -78,6 +80,7 @@ ALL: Final[tuple[Checker, ...]] = (
     OutcomeJustified(),
     MessageLogged(),
     ApprovalAsked(),
+    ContextKept(),
 )
 
 

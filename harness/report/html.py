@@ -82,6 +82,8 @@ DESCRIPTIONS: Final[dict[str, str]] = {
     "message-logged": "A turn that ended had its message appended to the thread log first.",
     "approval-asked": "A tool that needs approval is decided, or run, only after its card "
                       "was shown.",
+    "context-kept": "The model is told what came of every tool call it made: none asked for "
+                    "again, none skipped.",
 }
 
 _MAX_VIOLATIONS_SHOWN: Final = 10

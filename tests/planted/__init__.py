@@ -33,6 +33,7 @@ MODULES: tuple[str, ...] = (
     "permitted_call_rejected",
     "message_not_logged",
     "approval_not_asked",
+    "result_left_out_of_context",
 )
 
 
