@@ -78,6 +78,6 @@ class AgentAdapter:
 
 
 ADAPTER = AgentAdapter()
-WAIT_IN_CALL = AgentAdapter(frozenset({"wait-in-call"}))
-EMAIL_NO_KEY = AgentAdapter(frozenset({"email-no-key"}))
-CARD_BEFORE_PENDING = AgentAdapter(frozenset({"card-before-pending"}))
+# One adapter per planted defect, in agent.DEFECTS' order.
+WAIT_IN_CALL, EMAIL_NO_KEY, CARD_BEFORE_PENDING = (AgentAdapter(frozenset({d}))
+                                                   for d in agent.DEFECTS)
