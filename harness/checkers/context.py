@@ -17,6 +17,11 @@ Read from the world's records of the model provider, which the runtime cannot wr
 delivered reply (`effect.delivered` of `model`, `logical` TURN:STEP) names the call it asked
 for (`asked`, TURN.tK). A retry of one step is the same step (same `logical`), never a
 violation. Judged for turns whose model replies name their calls, at the end of the run.
+
+It rests on the world's turn having one user message, as the world's model numbers a turn's
+calls from it: an agent that adds a second user message to a running turn starts that
+numbering again (and the world's call ids of that turn collide), which reads here as results
+left out.
 """
 
 from __future__ import annotations
