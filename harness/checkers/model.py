@@ -15,7 +15,12 @@ values:
 - `hosts`, `epochs`: which host crashed or paused when, which epoch of a session's thread
   was assigned to which owner;
 - `effects`: the effects the world saw attempted, deduplicated and delivered, and every
-  delivery of a key or of a logical effect that had been delivered before.
+  delivery of a key or of a logical effect that had been delivered before;
+- `calls`: each tool call's records, sorted by what they say of it: what asked the person
+  (its cards, its hand-off), the answers given and those refused, its runs (intents,
+  re-runs), its results and holds, the effects delivered naming it; and what follows from
+  them: its approve, its final outcome, the run going on at any record;
+- `turns`: each turn's session and message, when it started and when (and why) it ended.
 
 Observations are at-least-once: a record whose (kind, event_id) was seen is skipped where
 the checkers skipped it (see `harness.checkers._common.Dedup`).
@@ -24,7 +29,7 @@ the checkers skipped it (see `harness.checkers._common.Dedup`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from harness.checkers._common import (
@@ -241,6 +246,97 @@ class Effects:
     redeliveries: tuple[Redelivery, ...]
 
 
+# Outcomes of `tool.result` that do not end the call: it went on in the background, or
+# conservative recovery held it for the person to confirm.
+NOT_FINAL: Final = frozenset({"background", "held"})
+# What asked the person about a call: a card shown (the tool waits in-call), its wait handed
+# off (the card stays up, the wait becomes state).
+ASK_KINDS: Final = frozenset({"tool.awaiting", "tool.handoff", "turn.waiting"})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call as its records tell it, each observation once (`Dedup`), in the order
+    they were recorded. The records stay whole: a run's `run`, `epoch` and `key` are read from
+    its intent as the runtime recorded them."""
+
+    id: str
+    session: str | None  # the first record naming a session
+    turn: str | None  # the first record naming a turn
+    tool: str | None  # the first record naming a tool
+    asks: tuple[Record, ...]  # `ASK_KINDS`: what asked the person
+    answers: tuple[Record, ...]  # op.answer naming it: invoke, then ok, fail or info
+    refusals: tuple[Record, ...]  # answer.refused: an answer that was not applied
+    intents: tuple[Record, ...]  # tool.intent: a run of the tool began
+    reruns: tuple[Record, ...]  # tool.rerun: a run after the hand-off, access re-checked
+    results: tuple[Record, ...]  # tool.result, every outcome (held and background too)
+    # turn.held and tool.result held: conservative recovery asked the person to confirm.
+    holds: tuple[Record, ...]
+    deliveries: tuple[Record, ...]  # effect.delivered naming it (its model calls too)
+
+    @property
+    def cards(self) -> tuple[Record, ...]:
+        """The cards shown (`tool.awaiting`)."""
+        return tuple(r for r in self.asks if r.kind == "tool.awaiting")
+
+    @property
+    def approved(self) -> Record | None:
+        """The first approving answer (`op.answer` invoke, decision approve)."""
+        for r in self.answers:
+            if r.type == "invoke" and r.data.get("decision") == "approve":
+                return r
+        return None
+
+    @property
+    def final(self) -> Record | None:
+        """The call's final outcome: its first `tool.result` whose outcome ends it (a result
+        without an outcome ends it too: nothing says it went on)."""
+        for r in self.results:
+            if str(r.data.get("outcome")) not in NOT_FINAL:
+                return r
+        return None
+
+    @property
+    def outcome(self) -> str | None:
+        final = self.final
+        return None if final is None else str(final.data.get("outcome"))
+
+    @property
+    def gated_from(self) -> int:
+        """The index from which its effects needed a person: its first ask, when that ask is
+        a confirmation (mode `confirm`: a tool that needs no approval ran, and conservative
+        recovery held it); -1 when every run of it did."""
+        if self.asks and self.asks[0].data.get("mode") == "confirm":
+            return self.asks[0].index
+        return -1
+
+    def intent_before(self, index: int) -> Record | None:
+        """The intent of the run going on at record `index`: the last one before it."""
+        found = None
+        for r in self.intents:
+            if r.index >= index:
+                break
+            found = r
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class TurnModel:
+    """A turn (`turn.started`, first seen) of `session`, processing `message`, until `ended`
+    (the first `turn.ended` after it; None: in progress when the run ended)."""
+
+    id: str
+    session: str
+    message: str | None
+    started: Record
+    ended: Record | None
+
+    @property
+    def reason(self) -> str | None:
+        """Why it ended (`completed`, `steered`, `cancelled`, `held`, ...)."""
+        return None if self.ended is None else str(self.ended.data.get("reason"))
+
+
 @dataclass(frozen=True, slots=True)
 class RunModel:
     start: float  # the first record's time
@@ -256,6 +352,10 @@ class RunModel:
     # the order they appeared (an id that appears again after completing is another one).
     invocations: tuple[InvocationModel, ...]
     effects: Effects
+    # Every tool call, by id, in the order a record first named it.
+    calls: dict[str, ToolCall]
+    # Every turn, by id, in the order they started.
+    turns: dict[str, TurnModel]
 
     @property
     def healed_at(self) -> float:
@@ -299,8 +399,12 @@ HOST_KINDS: Final = frozenset(
     {"host.paused", "host.resumed", "host.crashed", "host.restarted", "fault.gc-pause",
      "fault.crash", "fault.heal"}
 )
+# The records of a tool call (`RunModel.calls`).
+_CALL_KINDS: Final = ASK_KINDS | frozenset(
+    {"op.answer", "answer.refused", "tool.intent", "tool.rerun", "tool.result", "turn.held",
+     "effect.delivered"})
 KINDS: Final = (_SESSION_KINDS | _CARD_CLOSERS | _INVOCATION_KINDS | _DEPLOYMENT_KINDS
-                | _EFFECT_KINDS | FAULT_KINDS
+                | _EFFECT_KINDS | _CALL_KINDS | FAULT_KINDS
                 | {"fault.*", "host.*", "threadlog.assigned", "run.end"})
 """The record kinds the model reads (a kind ending in `.*`: every kind with that prefix)."""
 
@@ -494,6 +598,66 @@ class _Effects:
                        tuple(self.redeliveries))
 
 
+@dataclass(slots=True)
+class _Call:
+    id: str
+    session: str | None = None
+    turn: str | None = None
+    tool: str | None = None
+    asks: list[Record] = field(default_factory=list)
+    answers: list[Record] = field(default_factory=list)
+    refusals: list[Record] = field(default_factory=list)
+    intents: list[Record] = field(default_factory=list)
+    reruns: list[Record] = field(default_factory=list)
+    results: list[Record] = field(default_factory=list)
+    holds: list[Record] = field(default_factory=list)
+    deliveries: list[Record] = field(default_factory=list)
+
+
+class _Calls:
+    """The tool calls fold: each call's records, sorted by what they say of it. Fed only the
+    fresh records (`Dedup`): an effect repeated is counted by `_Effects`, not listed twice."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, _Call] = {}
+        # Where each kind goes, looked up once per record instead of an if-chain per kind.
+        self.parts: dict[str, Callable[[_Call], list[Record]]] = {
+            "op.answer": lambda c: c.answers, "answer.refused": lambda c: c.refusals,
+            "tool.intent": lambda c: c.intents, "tool.rerun": lambda c: c.reruns,
+            "turn.held": lambda c: c.holds, "effect.delivered": lambda c: c.deliveries,
+            **{kind: (lambda c: c.asks) for kind in ASK_KINDS}}
+
+    def feed(self, r: Record) -> None:
+        tc = attr(r, "tool_call")
+        if tc is None:
+            return
+        call = self.calls.get(tc)
+        if call is None:
+            call = self.calls[tc] = _Call(str(tc))
+        if call.session is None:
+            session = attr(r, "session")
+            call.session = None if session is None else str(session)
+        if call.turn is None:
+            turn = attr(r, "turn")
+            call.turn = None if turn is None else str(turn)
+        if call.tool is None:
+            tool = r.data.get("tool")
+            call.tool = None if tool is None else str(tool)
+        kind = r.kind
+        if kind == "tool.result":
+            call.results.append(r)
+            if str(r.data.get("outcome")) == "held":
+                call.holds.append(r)
+            return
+        self.parts[kind](call).append(r)
+
+    def finish(self) -> dict[str, ToolCall]:
+        return {tc: ToolCall(tc, c.session, c.turn, c.tool, tuple(c.asks), tuple(c.answers),
+                             tuple(c.refusals), tuple(c.intents), tuple(c.reruns),
+                             tuple(c.results), tuple(c.holds), tuple(c.deliveries))
+                for tc, c in self.calls.items()}
+
+
 class _Builder:
     """The one pass: each record goes to the folds that read its kind."""
 
@@ -517,6 +681,8 @@ class _Builder:
         self.seq = 0
         self.holders: dict[tuple[str, str], str] = {}
         self.effects = _Effects()
+        self.calls = _Calls()
+        self.turns: dict[str, TurnModel] = {}
 
     def _next(self) -> int:
         self.seq += 1
@@ -544,9 +710,8 @@ class _Builder:
             self._update(s, r)
 
     def session(self, r: Record) -> None:
+        """Fed only the fresh records (`fold_of`)."""
         kind = r.kind
-        if not self.dedup.fresh(r):
-            return
         if kind in _CARD_CLOSERS:
             self._close_card(attr(r, "tool_call"), r)
             if kind != "turn.resumed":
@@ -565,6 +730,9 @@ class _Builder:
                 s.queued.pop(message, None)
             if turn_id is not None and turn is None:
                 s.turns[turn_id] = _Turn(r)
+                if turn_id not in self.turns:
+                    self.turns[turn_id] = TurnModel(
+                        turn_id, sid, None if message is None else str(message), r, None)
         elif kind == "message.queued":
             message = r.data.get("message")
             if message is not None:
@@ -572,6 +740,9 @@ class _Builder:
         elif turn is not None:
             if kind == "turn.ended":
                 del s.turns[turn_id]
+                seen = self.turns[turn_id]
+                if seen.ended is None:
+                    self.turns[turn_id] = replace(seen, ended=r)
                 for tc in turn.cards:
                     self.card_turn.pop(tc, None)
             elif kind == "turn.waiting":
@@ -627,8 +798,8 @@ class _Builder:
 
     def fold_of(self, kind: str) -> Callable[[Record], None] | None:
         """The fold that reads records of `kind`, if any."""
-        if kind in _SESSION_KINDS or kind in _CARD_CLOSERS:
-            return self.session
+        if kind in _SESSION_KINDS or kind in _CARD_CLOSERS or kind in _CALL_KINDS:
+            return self._observation(kind)
         if kind in _INVOCATION_KINDS:
             return self.invocation
         if kind in _DEPLOYMENT_KINDS:
@@ -640,6 +811,27 @@ class _Builder:
         if kind in FAULT_KINDS or kind.startswith(("fault.", "host.")):
             return self.fault
         return None
+
+    def _observation(self, kind: str) -> Callable[[Record], None]:
+        """The folds of a kind the sessions, the calls or the effects read. A record is asked
+        `Dedup.fresh` once, whichever folds read it (a second ask would call it a repeat); the
+        effects count every record (the world writes each once), the others the fresh ones."""
+        fresh: list[Callable[[Record], None]] = []
+        if kind in _SESSION_KINDS or kind in _CARD_CLOSERS:
+            fresh.append(self.session)
+        if kind in _CALL_KINDS:
+            fresh.append(self.calls.feed)
+        every = self.effects.feed if kind in _EFFECT_KINDS else None
+        dedup = self.dedup
+
+        def fold(r: Record) -> None:
+            if every is not None:
+                every(r)
+            if dedup.fresh(r):
+                for f in fresh:
+                    f(r)
+
+        return fold
 
     def assigned(self, r: Record) -> None:
         session, epoch = attr(r, "session"), attr(r, "epoch")
@@ -746,7 +938,8 @@ class _Builder:
                  for h in {**self.crashes, **self.paused}}
         epochs = {session: tuple(a) for session, a in self.epochs.items()}
         return RunModel(start, end, tuple(self.windows), faults, pins, deployments, sessions,
-                        hosts, epochs, tuple(invocations), self.effects.finish())
+                        hosts, epochs, tuple(invocations), self.effects.finish(),
+                        self.calls.finish(), dict(self.turns))
 
 
 def _ended(window: FaultWindow, time: float) -> FaultWindow:
