@@ -290,3 +290,35 @@ def test_a_record_read_by_several_parts_is_fresh_for_each() -> None:
     assert len(model.calls[TC].cards) == 1
     # The world's effects are counted as recorded, also those naming a call.
     assert model.effects.delivered == 1
+
+
+def test_identity_answers_as_of_a_record() -> None:
+    h = History()
+    h.add("deployment.registered", deployment="dep1", data={"version": "v1"})
+    _ob(h, "message.received", "mr:1", {"message": "s1.m1", "user": "alice"})
+    revoke = h.add("identity.revoked", data={"user": "alice", "tool": "send_email"})
+    grant = h.add("identity.granted", data={"user": "alice", "tool": "send_email"})
+    h.add("identity.revoked", data={"user": "bob"})  # every tool
+    h.add("deployment.registered", deployment="dep2", data={"version": "v2"})
+    h.add("invocation.started", invocation="inv1", deployment="dep2")
+    _ob(h, "tool.rerun", "rr:1", {"access": "granted", "user": "carol", "run": 2},
+        turn="s1.turn1", tool_call=TC)
+    _ob(h, "tool.rerun", "rr:1", {"access": "granted", "user": "carol", "run": 2},
+        turn="s1.turn1", tool_call=TC)  # a repeat: one re-run
+    end = h.add("run.end")
+    model = build(h)
+    identity = model.identity
+    assert identity.revoked("alice", "send_email", revoke.index) is None  # not yet
+    assert identity.revoked("alice", "send_email", grant.index) is revoke
+    assert identity.revoked("alice", "send_email", end.index) is None  # granted back
+    assert identity.revoked("bob", "*", end.index) is not None
+    assert identity.users_of("send_email", end.index) == {"alice"}
+    assert identity.users_of("*", end.index) == {"bob"}
+    assert identity.session_user("s1", end.index) == "alice"  # the first named, not carol
+    assert identity.session_user("s1", 0) is None
+    assert identity.call_user(TC, end.index) == "carol"
+    assert len(model.calls[TC].reruns) == 1
+    assert [r.deployment for r in model.deployments.registered] == ["dep1", "dep2"]
+    assert model.deployments.registered_before(revoke.index) == 1
+    (start,) = model.pins["inv1"].starts
+    assert start.deployment == "dep2"

@@ -20,7 +20,13 @@ values:
   (its cards, its hand-off), the answers given and those refused, its runs (intents,
   re-runs), its results and holds, the effects delivered naming it; and what follows from
   them: its approve, its final outcome, the run going on at any record;
-- `turns`: each turn's session and message, when it started and when (and why) it ended.
+- `turns`: each turn's session and message, when it started and when (and why) it ended;
+- `identity`: the users' access to tools revoked and granted, and the user each session and
+  tool call names, as of any record.
+
+Some parts answer "as of record i" (a host paused, a revocation standing, the deployments
+registered, an invocation's last start, a call's run going on): a checker that judges a
+record by what was known when it was recorded asks the model at that record's index.
 
 Observations are at-least-once: a record whose (kind, event_id) was seen is skipped where
 the checkers skipped it (see `harness.checkers._common.Dedup`).
@@ -151,6 +157,7 @@ class Pinned:
     suspensions: tuple[Suspension, ...]
     paused: Record | None  # the last `invocation.paused`
     completed: Record | None
+    starts: tuple[Record, ...] = ()  # every `invocation.started`, on a deployment or not
 
     @property
     def name(self) -> str:
@@ -167,6 +174,12 @@ class Deployments:
     retirements: tuple[Record, ...]  # every `deployment.drained` and `.retired`
     # Deployments superseded while something was pinned to them.
     pinned_when_superseded: int
+    # Every `deployment.registered`, in order: the latest as of a record is the last before it.
+    registered: tuple[Record, ...] = ()
+
+    def registered_before(self, index: int) -> int:
+        """How many deployments were registered before record `index`."""
+        return sum(1 for r in self.registered if r.index < index)
 
     def name(self, dep: str | None) -> str:
         if dep is None:
@@ -337,6 +350,56 @@ class TurnModel:
         return None if self.ended is None else str(self.ended.data.get("reason"))
 
 
+ANY_TOOL: Final = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who may use which tool, and who acts in each session and tool call, as of any record
+    (each observation once: `Dedup`)."""
+
+    # identity.revoked and identity.granted naming a user, in order.
+    changes: tuple[Record, ...]
+    # The records naming the person acting (`data["user"]`: message.received, tool.rerun,
+    # op.message).
+    acting: tuple[Record, ...]
+
+    def revoked(self, user: str, tool: str, index: int) -> Record | None:
+        """The revocation of `tool` (`ANY_TOOL`: every tool) for `user` standing before
+        record `index`: the last change of that slot, when it revoked."""
+        found = None
+        for r in self.changes:
+            if r.index >= index:
+                break
+            if (str(r.data["user"]), str(r.data.get("tool", ANY_TOOL))) == (user, tool):
+                found = r if r.kind == "identity.revoked" else None
+        return found
+
+    def users_of(self, tool: str, index: int) -> set[str]:
+        """The users whose access to `tool` changed before record `index`."""
+        return {str(r.data["user"]) for r in self.changes
+                if r.index < index and str(r.data.get("tool", ANY_TOOL)) == tool}
+
+    def session_user(self, session: str, index: int) -> str | None:
+        """The first user a record of `session` named, up to record `index`."""
+        for r in self.acting:
+            if r.index > index:
+                break
+            if attr(r, "session") == session:
+                return str(r.data["user"])
+        return None
+
+    def call_user(self, tool_call: str, index: int) -> str | None:
+        """The last user a record of the tool call named, up to record `index`."""
+        found = None
+        for r in self.acting:
+            if r.index > index:
+                break
+            if attr(r, "tool_call") == tool_call:
+                found = str(r.data["user"])
+        return found
+
+
 @dataclass(frozen=True, slots=True)
 class RunModel:
     start: float  # the first record's time
@@ -356,6 +419,7 @@ class RunModel:
     calls: dict[str, ToolCall]
     # Every turn, by id, in the order they started.
     turns: dict[str, TurnModel]
+    identity: Identity
 
     @property
     def healed_at(self) -> float:
@@ -399,12 +463,15 @@ HOST_KINDS: Final = frozenset(
     {"host.paused", "host.resumed", "host.crashed", "host.restarted", "fault.gc-pause",
      "fault.crash", "fault.heal"}
 )
+# The runner's `op.message` names no user, but a test driving the runtime may say who sent it.
+_IDENTITY_KINDS: Final = frozenset(
+    {"identity.revoked", "identity.granted", "message.received", "op.message", "tool.rerun"})
 # The records of a tool call (`RunModel.calls`).
 _CALL_KINDS: Final = ASK_KINDS | frozenset(
     {"op.answer", "answer.refused", "tool.intent", "tool.rerun", "tool.result", "turn.held",
      "effect.delivered"})
 KINDS: Final = (_SESSION_KINDS | _CARD_CLOSERS | _INVOCATION_KINDS | _DEPLOYMENT_KINDS
-                | _EFFECT_KINDS | _CALL_KINDS | FAULT_KINDS
+                | _EFFECT_KINDS | _CALL_KINDS | _IDENTITY_KINDS | FAULT_KINDS
                 | {"fault.*", "host.*", "threadlog.assigned", "run.end"})
 """The record kinds the model reads (a kind ending in `.*`: every kind with that prefix)."""
 
@@ -453,6 +520,7 @@ class _Pinned:
     open: tuple[Record, str | None] | None = None
     paused: Record | None = None
     completed: Record | None = None
+    starts: list[Record] = field(default_factory=list)
 
 
 class _Pins:
@@ -467,6 +535,7 @@ class _Pins:
         self.live: dict[str, int] = {}
         self.pinned_when_superseded = 0
         self.retirements: list[Record] = []
+        self.registered: list[Record] = []
         self.host_deployment = host_deployment
 
     def _unpin(self, inv: _Pinned, r: Record) -> None:
@@ -550,10 +619,10 @@ class _Pins:
             if inv.open is not None:
                 waits = [*waits, Suspension(inv.open[0], inv.open[1], None)]
             pins[inv_id] = Pinned(inv_id, inv.target, tuple(held), tuple(waits), inv.paused,
-                                  inv.completed)
+                                  inv.completed, tuple(inv.starts))
         return pins, Deployments(dict(self.versions), dict(self.superseded),
                                  dict(self.drained), tuple(self.retirements),
-                                 self.pinned_when_superseded)
+                                 self.pinned_when_superseded, tuple(self.registered))
 
 
 class _Effects:
@@ -683,6 +752,8 @@ class _Builder:
         self.effects = _Effects()
         self.calls = _Calls()
         self.turns: dict[str, TurnModel] = {}
+        self.changes: list[Record] = []
+        self.acting: list[Record] = []
 
     def _next(self) -> int:
         self.seq += 1
@@ -764,6 +835,10 @@ class _Builder:
         if inv_id is None:
             return
         kind = r.kind
+        if kind == "invocation.started" and self.dedup.fresh(r):
+            # The starts as an observer reads them (each once), beside the pins and the
+            # active stretches, which take every record as the engine wrote it.
+            self.pins.invocations[inv_id].starts.append(r)
         inv = self.invocations.get(inv_id)
         if inv is None:
             target, key = r.data.get("target"), r.data.get("key")
@@ -798,10 +873,13 @@ class _Builder:
 
     def fold_of(self, kind: str) -> Callable[[Record], None] | None:
         """The fold that reads records of `kind`, if any."""
-        if kind in _SESSION_KINDS or kind in _CARD_CLOSERS or kind in _CALL_KINDS:
+        if (kind in _SESSION_KINDS or kind in _CARD_CLOSERS or kind in _CALL_KINDS
+                or kind in _IDENTITY_KINDS):
             return self._observation(kind)
         if kind in _INVOCATION_KINDS:
             return self.invocation
+        if kind == "deployment.registered":
+            return self.registered
         if kind in _DEPLOYMENT_KINDS:
             return self.pins.deployment
         if kind in _EFFECT_KINDS:
@@ -821,6 +899,8 @@ class _Builder:
             fresh.append(self.session)
         if kind in _CALL_KINDS:
             fresh.append(self.calls.feed)
+        if kind in _IDENTITY_KINDS:
+            fresh.append(self.identity)
         every = self.effects.feed if kind in _EFFECT_KINDS else None
         dedup = self.dedup
 
@@ -832,6 +912,19 @@ class _Builder:
                     f(r)
 
         return fold
+
+    def identity(self, r: Record) -> None:
+        if r.data.get("user") is None:
+            return
+        if r.kind.startswith("identity."):
+            self.changes.append(r)
+        else:
+            self.acting.append(r)
+
+    def registered(self, r: Record) -> None:
+        self.pins.deployment(r)
+        if self.dedup.fresh(r):
+            self.pins.registered.append(r)
 
     def assigned(self, r: Record) -> None:
         session, epoch = attr(r, "session"), attr(r, "epoch")
@@ -939,7 +1032,8 @@ class _Builder:
         epochs = {session: tuple(a) for session, a in self.epochs.items()}
         return RunModel(start, end, tuple(self.windows), faults, pins, deployments, sessions,
                         hosts, epochs, tuple(invocations), self.effects.finish(),
-                        self.calls.finish(), dict(self.turns))
+                        self.calls.finish(), dict(self.turns),
+                        Identity(tuple(self.changes), tuple(self.acting)))
 
 
 def _ended(window: FaultWindow, time: float) -> FaultWindow:
