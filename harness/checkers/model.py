@@ -901,17 +901,33 @@ class _Builder:
             fresh.append(self.calls.feed)
         if kind in _IDENTITY_KINDS:
             fresh.append(self.identity)
-        every = self.effects.feed if kind in _EFFECT_KINDS else None
-        dedup = self.dedup
+        fresh_of = self.dedup.fresh
+        if kind in _EFFECT_KINDS:
+            every = self.effects.feed
 
-        def fold(r: Record) -> None:
-            if every is not None:
+            def counted(r: Record) -> None:
                 every(r)
-            if dedup.fresh(r):
+                if fresh_of(r):
+                    for f in fresh:
+                        f(r)
+
+            return counted
+        if len(fresh) == 1:
+            # Most kinds have one reader: no loop over one fold for each of their records.
+            (only,) = fresh
+
+            def one(r: Record) -> None:
+                if fresh_of(r):
+                    only(r)
+
+            return one
+
+        def several(r: Record) -> None:
+            if fresh_of(r):
                 for f in fresh:
                     f(r)
 
-        return fold
+        return several
 
     def identity(self, r: Record) -> None:
         if r.data.get("user") is None:
