@@ -1007,6 +1007,28 @@ def test_access_delivery_after_hand_off_without_any_recheck_is_a_violation() -> 
     assert "no re-run checked it after the hand-off at t=5.2m" in witness
 
 
+def test_access_the_user_is_the_one_the_session_named_before_the_delivery() -> None:
+    """The session's user (named by its message) decides whose revocation counts, not the
+    only user the run revoked; a user named only after the delivery does not count."""
+    def history(user: str | None) -> History:
+        h = History()
+        ev(h, "op.message", 0, {"message_id": "m1", **({"user": user} if user else {})},
+           type="invoke", session="s1")
+        _deploy(h, 0, "dep1", "v1")
+        ob(h, "tool.awaiting", 10, "aw1", {"tool": "send_email"}, session="s1", turn="T1",
+           tool_call="tc1")
+        ob(h, "tool.handoff", 310, "ho1", session="s1", turn="T1", tool_call="tc1")
+        ev(h, "identity.revoked", 2000, {"user": "u1", "tool": "send_email"})
+        ev(h, "effect.delivered", 3000, {"effect": "email", "logical": "tc1"}, key="k1",
+           tool_call="tc1")
+        ev(h, "message.received", 3100, {"message": "s1.m1", "user": "u2"}, session="s1")
+        return h
+
+    passing(AccessRechecked().check(history("u2"), CONFIG))
+    # Without a user named before it, the delivery is judged for the only user revoked.
+    assert "user u1 lost access" in failing(AccessRechecked().check(history(None), CONFIG))
+
+
 def test_access_regranted_before_the_rerun_passes() -> None:
     h = History()
     _access_world(h)

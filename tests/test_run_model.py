@@ -4,6 +4,7 @@ timeline. Hand-made histories pin what each part of it says."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from harness.checkers import ALL, run_checkers
 from harness.checkers.base import CheckConfig
@@ -192,3 +193,132 @@ def test_the_model_reads_only_the_kinds_it_declares() -> None:
         assert build(view) == build(whole)
         compared += 1
     assert compared == 12
+
+
+# -- tool calls and turns
+
+TC = "s1.turn1.t1"
+
+
+def _ob(h: History, kind: str, event_id: str, data: dict[str, Any] | None = None,
+        **fields: Any) -> None:
+    """A runtime observation: at-least-once, so it carries its `event_id`."""
+    h.add(kind, data={"event_id": event_id, **(data or {})}, session="s1", **fields)
+
+
+def _call_history() -> History:
+    h = History()
+    h.add("message.received", session="s1", data={"message": "s1.m1", "user": "u1"})
+    _ob(h, "turn.started", "ts:1", {"message": "s1.m1"}, turn="s1.turn1")
+    _ob(h, "tool.intent", "in:1", {"tool": "send_email", "run": 1, "epoch": 1},
+        turn="s1.turn1", tool_call=TC)
+    _ob(h, "tool.awaiting", "aw:1", {"tool": "send_email"}, turn="s1.turn1", tool_call=TC)
+    # The card's observation repeated (its step retried): one card.
+    _ob(h, "tool.awaiting", "aw:1", {"tool": "send_email"}, turn="s1.turn1", tool_call=TC)
+    # Answered twice: a deny, then an approve the runtime refuses (the call was decided).
+    for decision in ("deny", "approve"):
+        h.add("op.answer", "invoke", session="s1", tool_call=TC, data={"decision": decision})
+        h.add("op.answer", "ok", session="s1", tool_call=TC)
+    _ob(h, "answer.refused", "rf:1", {"reason": "already_decided", "decision": "approve"},
+        tool_call=TC)
+    # The result reported twice (a retried step), then an effect the world saw once.
+    _ob(h, "tool.result", "rs:1", {"outcome": "denied"}, turn="s1.turn1", tool_call=TC)
+    _ob(h, "tool.result", "rs:1", {"outcome": "denied"}, turn="s1.turn1", tool_call=TC)
+    h.add("effect.delivered", key=f"email:{TC}", tool_call=TC,
+          data={"effect": "email", "logical": TC})
+    _ob(h, "turn.ended", "te:1", {"reason": "completed"}, turn="s1.turn1")
+    _ob(h, "turn.started", "ts:2", {"message": "s1.m2"}, turn="s1.turn2")
+    h.add("run.end")
+    return h
+
+
+def test_a_call_lists_each_observation_once_and_each_answer() -> None:
+    model = build(_call_history())
+    (call,) = model.calls.values()
+    assert (call.id, call.session, call.turn, call.tool) == (TC, "s1", "s1.turn1", "send_email")
+    assert [r.kind for r in call.cards] == ["tool.awaiting"]  # the repeat is skipped
+    assert [(r.type, r.data.get("decision")) for r in call.answers] == [
+        ("invoke", "deny"), ("ok", None), ("invoke", "approve"), ("ok", None)]
+    assert [r.data["reason"] for r in call.refusals] == ["already_decided"]
+    (intent,) = call.intents
+    assert (intent.data["run"], intent.data["epoch"]) == (1, 1)
+    assert [r.data["outcome"] for r in call.results] == ["denied"]  # reported twice, once
+    assert call.outcome == "denied"
+    final = call.final
+    assert final is not None and final.kind == "tool.result"
+    # The approve came second: it is the call's approve all the same, and lost to the deny.
+    approved = call.approved
+    assert approved is not None and approved.index == call.answers[2].index
+    (delivery,) = call.deliveries
+    assert call.intent_before(delivery.index) is intent
+    assert call.intent_before(intent.index) is None
+    assert call.gated_from == -1 and call.holds == ()
+
+
+def test_a_held_result_is_a_hold_and_not_the_final_outcome() -> None:
+    h = History()
+    _ob(h, "turn.held", "hd:1", {"run": 1}, turn="s1.turn1", tool_call=TC)
+    _ob(h, "tool.awaiting", "aw:1", {"tool": "send_email", "mode": "confirm"},
+        turn="s1.turn1", tool_call=TC)
+    _ob(h, "tool.result", "rs:held", {"outcome": "held"}, turn="s1.turn1", tool_call=TC)
+    _ob(h, "tool.result", "rs:bg", {"outcome": "background"}, turn="s1.turn1", tool_call=TC)
+    _ob(h, "tool.result", "rs:exp", {"outcome": "expired"}, turn="s1.turn1", tool_call=TC)
+    call = build(h).calls[TC]
+    assert [r.kind for r in call.holds] == ["turn.held", "tool.result"]
+    assert call.outcome == "expired"
+    assert call.gated_from == call.asks[0].index  # its first card asked to confirm
+    assert call.approved is None
+
+
+def test_turns_start_and_end_with_their_session_and_message() -> None:
+    turns = build(_call_history()).turns
+    assert list(turns) == ["s1.turn1", "s1.turn2"]
+    first, second = turns.values()
+    assert (first.session, first.message, first.reason) == ("s1", "s1.m1", "completed")
+    assert second.message == "s1.m2" and second.ended is None and second.reason is None
+
+
+def test_a_record_read_by_several_parts_is_fresh_for_each() -> None:
+    """A repeated observation is skipped once for the whole model: the sessions and the calls
+    both read `tool.awaiting`, and the first copy is not a repeat to either."""
+    model = build(_call_history())
+    s1 = model.sessions["s1"]
+    # The card made turn1 wait on a person (its busy stretch ended at the card), and
+    # the answer closed it: turn1 is busy again until it ended.
+    assert [b.until.kind if b.until else None for b in s1.busy] == [
+        "tool.awaiting", "turn.ended", None]
+    assert len(model.calls[TC].cards) == 1
+    # The world's effects are counted as recorded, also those naming a call.
+    assert model.effects.delivered == 1
+
+
+def test_identity_answers_as_of_a_record() -> None:
+    h = History()
+    h.add("deployment.registered", deployment="dep1", data={"version": "v1"})
+    _ob(h, "message.received", "mr:1", {"message": "s1.m1", "user": "alice"})
+    revoke = h.add("identity.revoked", data={"user": "alice", "tool": "send_email"})
+    grant = h.add("identity.granted", data={"user": "alice", "tool": "send_email"})
+    h.add("identity.revoked", data={"user": "bob"})  # every tool
+    h.add("deployment.registered", deployment="dep2", data={"version": "v2"})
+    h.add("invocation.started", invocation="inv1", deployment="dep2")
+    _ob(h, "tool.rerun", "rr:1", {"access": "granted", "user": "carol", "run": 2},
+        turn="s1.turn1", tool_call=TC)
+    _ob(h, "tool.rerun", "rr:1", {"access": "granted", "user": "carol", "run": 2},
+        turn="s1.turn1", tool_call=TC)  # a repeat: one re-run
+    end = h.add("run.end")
+    model = build(h)
+    identity = model.identity
+    assert identity.revoked("alice", "send_email", revoke.index) is None  # not yet
+    assert identity.revoked("alice", "send_email", grant.index) is revoke
+    assert identity.revoked("alice", "send_email", end.index) is None  # granted back
+    assert identity.revoked("bob", "*", end.index) is not None
+    assert identity.users_of("send_email", end.index) == {"alice"}
+    assert identity.users_of("*", end.index) == {"bob"}
+    assert identity.session_user("s1", end.index) == "alice"  # the first named, not carol
+    assert identity.session_user("s1", 0) is None
+    assert identity.call_user(TC, end.index) == "carol"
+    assert len(model.calls[TC].reruns) == 1
+    assert [r.deployment for r in model.deployments.registered] == ["dep1", "dep2"]
+    assert model.deployments.registered_before(revoke.index) == 1
+    (start,) = model.pins["inv1"].starts
+    assert start.deployment == "dep2"

@@ -26,20 +26,16 @@ the only user the run ever revoked or granted that tool.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import final
+from collections.abc import Iterator
+from typing import Final, final
 
 from contract.records import JUDGED_ON, Reading
-from harness.checkers._common import Dedup, at, attr, guarded
+from harness.checkers._common import at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.checkers.model import ANY_TOOL, RunModel, ToolCall, model_of
 from harness.history import History, Record
 
-_KINDS = frozenset(
-    {"deployment.registered", "invocation.started", "identity.revoked", "identity.granted",
-     "tool.intent", "tool.awaiting", "tool.handoff", "turn.waiting", "tool.rerun",
-     "effect.delivered", "op.answer", "message.received", "op.message"}
-)
-_ANY_TOOL = "*"
+_WAITS: Final = frozenset({"tool.handoff", "turn.waiting"})
 
 
 @final
@@ -52,146 +48,50 @@ class AccessRechecked:
         "who lost access during the wait; nothing of that call reaches the world afterwards."
     )
 
-    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
-    # only these (harness.checkers.base.dispatch).
-    reads: frozenset[str] = _KINDS
+    # The record kinds it reads, from the run's model (harness.checkers.model: the tool
+    # calls, the deployments, the invocations' starts, the identity changes): run_checkers
+    # gives it only these (harness.checkers.base.dispatch), so the model of its view alone
+    # says the same.
+    reads: frozenset[str] = frozenset(
+        {"deployment.registered", "invocation.started", "identity.revoked", "identity.granted",
+         "tool.intent", "tool.awaiting", "tool.handoff", "turn.waiting", "tool.rerun",
+         "effect.delivered", "op.answer", "message.received", "op.message"})
 
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
 
     def _check(self, history: History, config: CheckConfig) -> Result:
-        dedup = Dedup()
-        # Every registration in order; "the latest" is the last one.
-        deployments: list[Record] = []
-        versions: dict[str, str] = {}
-        started_at: dict[str, tuple[str | None, int]] = {}
-        answered_at: dict[str, int] = {}
-        revoked: dict[tuple[str, str], Record] = {}
-        users_of_tool: dict[str, set[str]] = {}
-        session_user: dict[str, str] = {}
-        call_user: dict[str, str] = {}
-        tool_of: dict[str, str] = {}
-        session_of: dict[str, str] = {}
-        handed: dict[str, Record] = {}
-        rechecked: dict[str, Record] = {}
-        # Each run's own check: a delivery is judged by the run that sent it (the run of the
-        # last intent before it), not by a later run's check. A run that checked before the
-        # revoke and was paused mid-send may finish its send; a later run must check again.
-        checked_by_run: dict[tuple[str, object], Record] = {}
-        last_intent: dict[str, Record] = {}
+        model = model_of(history)
+        # The re-runs and the deliveries of every call, in the order they were recorded: each
+        # is judged as of its record.
+        events = sorted(((r, call) for call in model.calls.values()
+                         for r in (*call.reruns, *call.deliveries)), key=lambda x: x[0].index)
         violations: list[Violation] = []
         reruns = unplaced = denied = 0
-
-        def dep_name(dep: str) -> str:
-            version = versions.get(dep)
-            return f"{dep} ({version})" if version else dep
-
-        def revocation(tc: str | None, session: str | None, tool: str | None) -> Record | None:
-            if tool is None:
-                return None
-            user = call_user.get(tc) if tc is not None else None
-            if user is None and session is not None:
-                user = session_user.get(session)
-            if user is None:
-                users = users_of_tool.get(tool, set()) | users_of_tool.get(_ANY_TOOL, set())
-                if session is not None and session in users:
-                    user = session
-                elif len(users) == 1:
-                    user = next(iter(users))
-            if user is None:
-                return None
-            return revoked.get((user, tool)) or revoked.get((user, _ANY_TOOL))
-
-        for r in history.records:
-            kind = r.kind
-            if kind not in _KINDS or not dedup.fresh(r):
-                continue
-            session = attr(r, "session")
-            tc = attr(r, "tool_call")
-            user = r.data.get("user")
-            if user is not None and not kind.startswith("identity."):
-                if session is not None:
-                    session_user.setdefault(session, str(user))
-                if tc is not None:
-                    call_user[tc] = str(user)
-            if tc is not None and session is not None:
-                session_of.setdefault(tc, session)
-            tool = r.data.get("tool")
-            if tc is not None and tool is not None:
-                tool_of.setdefault(tc, str(tool))
-            if kind == "deployment.registered":
-                deployments.append(r)
-                if r.deployment is not None:
-                    versions[r.deployment] = str(r.data.get("version", ""))
-            elif kind == "invocation.started":
-                if r.invocation is not None:
-                    started_at[r.invocation] = (r.deployment, len(deployments) - 1)
-            elif kind == "op.answer":
-                if tc is not None and r.type == "invoke":
-                    answered_at[tc] = len(deployments) - 1
-            elif kind in ("identity.revoked", "identity.granted"):
-                who, what = r.data.get("user"), r.data.get("tool", _ANY_TOOL)
-                if who is None:
-                    continue
-                slot = (str(who), str(what))
-                users_of_tool.setdefault(slot[1], set()).add(slot[0])
-                if kind == "identity.revoked":
-                    revoked[slot] = r
-                else:
-                    revoked.pop(slot, None)
-            elif kind in ("tool.handoff", "turn.waiting"):
-                if tc is not None:
-                    handed.setdefault(tc, r)
-            elif kind == "tool.intent":
-                if tc is not None:
-                    last_intent[tc] = r
-            elif kind == "tool.rerun":
+        for r, call in events:
+            if r.kind == "tool.rerun":
                 reruns += 1
-                if tc is not None:
-                    handed.setdefault(tc, r)
-                    rechecked[tc] = r
-                    if r.data.get("run") is not None:
-                        checked_by_run[(tc, r.data["run"])] = r
-                violation = _placement(r, deployments, versions, started_at, answered_at,
-                                       dep_name)
-                if violation is None:
+                placed = _placement(model, call, r)
+                if placed is None:
                     unplaced += 1
-                elif isinstance(violation, Violation):
-                    violations.append(violation)
-                call_tool = tool_of.get(tc) if tc is not None else None
-                rev = revocation(tc, session or session_of.get(tc or ""), call_tool)
+                elif isinstance(placed, Violation):
+                    violations.append(placed)
                 if r.data.get("access") == "denied":
                     denied += 1
-                elif rev is not None:
+                    continue
+                call_tool = _named(call, r.index, "tool")
+                rev = _revocation(model, call, r, call_tool)
+                if rev is not None:
                     violations.append(Violation(
-                        f"tool call {tc} re-ran with access={r.data.get('access')} at "
+                        f"tool call {call.id} re-ran with access={r.data.get('access')} at "
                         f"{at(r.time)} although user {rev.data.get('user')} lost access to "
                         f"{call_tool} at {at(rev.time)}: {rev.describe()}; {r.describe()}",
                         cite((rev, r)),
                     ))
-            elif kind == "effect.delivered":
-                if tc is None or tc not in handed:
-                    continue
-                call_tool = tool_of.get(tc)
-                rev = revocation(tc, session or session_of.get(tc), call_tool)
-                intent = last_intent.get(tc)
-                sender = (checked_by_run.get((tc, intent.data.get("run")))
-                          if intent is not None else None)
-                check = sender if sender is not None else rechecked.get(tc)
-                wait = handed[tc]
-                in_flight = (check is None and intent is not None and rev is not None
-                             and intent.index < wait.index and intent.index < rev.index)
-                if rev is not None and not in_flight and (check is None
-                                                          or rev.index < check.index):
-                    violations.append(Violation(
-                        f"{r.data.get('effect', 'effect')} of tool call {tc} was delivered at "
-                        f"{at(r.time)} although user {rev.data.get('user')} lost access to "
-                        f"{call_tool} at {at(rev.time)}, "
-                        + (f"before the re-run at {at(check.time)}" if check is not None else
-                           f"and no re-run checked it after the hand-off at {at(wait.time)}")
-                        + f": {rev.describe()}; {r.describe()}",
-                        cite(x for x in (wait, rev, check, r) if x is not None),
-                    ))
+            else:
+                violation = _delivery(model, call, r)
+                if violation is not None:
+                    violations.append(violation)
 
         stats = {"reruns": float(reruns), "denied": float(denied), "unplaced": float(unplaced)}
         if unplaced and not violations:
@@ -206,32 +106,120 @@ class AccessRechecked:
         )
 
 
-def _placement(
-    r: Record,
-    deployments: list[Record],
-    versions: dict[str, str],
-    started_at: dict[str, tuple[str | None, int]],
-    answered_at: dict[str, int],
-    dep_name: Callable[[str], str],
-) -> Violation | bool | None:
+def _delivery(model: RunModel, call: ToolCall, r: Record) -> Violation | None:
+    """A delivery of a handed-off call, judged by the check of the run that sent it."""
+    if not model.identity.changes:
+        return None  # nobody lost access to anything
+    wait = _handed(call, r.index)
+    if wait is None:
+        return None
+    call_tool = _named(call, r.index, "tool")
+    rev = _revocation(model, call, r, call_tool)
+    if rev is None:
+        return None
+    intent = call.intent_before(r.index)
+    reruns = [x for x in call.reruns if x.index < r.index]
+    # Each run's own check: a delivery is judged by the run that sent it (the run of the last
+    # intent before it), not by a later run's check. A run that checked before the revoke and
+    # was paused mid-send may finish its send; a later run must check again.
+    sender = None
+    if intent is not None:
+        run = intent.data.get("run")
+        sender = next((x for x in reversed(reruns)
+                       if x.data.get("run") is not None and x.data["run"] == run), None)
+    check = sender if sender is not None else (reruns[-1] if reruns else None)
+    in_flight = (check is None and intent is not None
+                 and intent.index < wait.index and intent.index < rev.index)
+    if in_flight or (check is not None and rev.index >= check.index):
+        return None
+    return Violation(
+        f"{r.data.get('effect', 'effect')} of tool call {call.id} was delivered at "
+        f"{at(r.time)} although user {rev.data.get('user')} lost access to "
+        f"{call_tool} at {at(rev.time)}, "
+        + (f"before the re-run at {at(check.time)}" if check is not None else
+           f"and no re-run checked it after the hand-off at {at(wait.time)}")
+        + f": {rev.describe()}; {r.describe()}",
+        cite(x for x in (wait, rev, check, r) if x is not None),
+    )
+
+
+def _read(call: ToolCall, index: int) -> Iterator[Record]:
+    """The call's records this checker reads, up to record `index`, in order."""
+    return (r for r in sorted((*call.asks, *call.answers, *call.intents, *call.reruns,
+                               *call.deliveries), key=lambda x: x.index)
+            if r.index <= index)
+
+
+def _named(call: ToolCall, index: int, name: str) -> str | None:
+    """The first value of field `name` a record of the call named, up to record `index`."""
+    for r in _read(call, index):
+        value = attr(r, name) if name == "session" else r.data.get(name)
+        if value is not None:
+            return str(value)
+    return None
+
+
+def _handed(call: ToolCall, index: int) -> Record | None:
+    """The call's hand-off before record `index`: its first wait handed off, or re-run."""
+    wait = next((r for r in call.asks if r.kind in _WAITS), None)
+    rerun = call.reruns[0] if call.reruns else None
+    first = min((r for r in (wait, rerun) if r is not None), key=lambda r: r.index,
+                default=None)
+    return first if first is not None and first.index < index else None
+
+
+def _revocation(model: RunModel, call: ToolCall, r: Record, tool: str | None) -> Record | None:
+    """The revocation standing against the call's user for `tool` as of record `r`.
+
+    The user of a tool call is the one its re-run names, else the session's; failing both, a
+    revocation applies when its user is the session id or the only user the run ever revoked
+    or granted that tool."""
+    identity = model.identity
+    if tool is None or not identity.changes:
+        return None
+    session = attr(r, "session") or _named(call, r.index, "session")
+    user = identity.call_user(call.id, r.index)
+    if user is None and session is not None:
+        user = identity.session_user(session, r.index)
+    if user is None:
+        users = identity.users_of(tool, r.index) | identity.users_of(ANY_TOOL, r.index)
+        if session is not None and session in users:
+            user = session
+        elif len(users) == 1:
+            user = next(iter(users))
+    if user is None:
+        return None
+    return (identity.revoked(user, tool, r.index)
+            or identity.revoked(user, ANY_TOOL, r.index))
+
+
+def _placement(model: RunModel, call: ToolCall, r: Record) -> Violation | bool | None:
     """True if the re-run ran on an acceptable deployment, a Violation if not, None if unknown.
 
     Acceptable: the latest at the re-run, or any latest since the invocation doing it started
     (or, not knowing the invocation, since the person answered).
     """
+    deps = model.deployments
+    deployments = [d for d in deps.registered if d.index < r.index]
     if not deployments:
         return None
+    versions = {str(d.deployment): str(d.data.get("version", "")) for d in deployments
+                if d.deployment is not None}
     dep = attr(r, "deployment")
     version = r.data.get("version")
     inv = attr(r, "invocation")
     since = len(deployments) - 1
-    if inv is not None and inv in started_at:
-        dep = dep or started_at[inv][0]
-        since = min(since, max(started_at[inv][1], 0))
+    pinned = model.pins.get(inv) if inv is not None else None
+    start = (None if pinned is None else
+             next((s for s in reversed(pinned.starts) if s.index < r.index), None))
+    if start is not None:
+        dep = dep or start.deployment
+        since = min(since, max(deps.registered_before(start.index) - 1, 0))
     else:
-        tc = attr(r, "tool_call")
-        if tc is not None and tc in answered_at:
-            since = min(since, max(answered_at[tc], 0))
+        answer = next((a for a in reversed(call.answers)
+                       if a.index < r.index and a.type == "invoke"), None)
+        if answer is not None:
+            since = min(since, max(deps.registered_before(answer.index) - 1, 0))
     if dep is None and version is None:
         return None
     acceptable = deployments[since:]
@@ -241,9 +229,14 @@ def _placement(
                            or d.data.get("version") == version for d in acceptable):
         return True
     latest = deployments[-1]
+
+    def dep_name(name: str) -> str:
+        known = versions.get(name)
+        return f"{name} ({known})" if known else name
+
     where = (f"deployment {dep_name(dep)}" if dep is not None else f"version {version}")
     return Violation(
-        f"tool call {attr(r, 'tool_call')} re-ran on {where} at {at(r.time)} although "
+        f"tool call {call.id} re-ran on {where} at {at(r.time)} although "
         f"{dep_name(str(latest.deployment))} was the latest since {at(latest.time)}: "
         f"{latest.describe()}; {r.describe()}",
         cite((latest, r)),

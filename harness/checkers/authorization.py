@@ -30,17 +30,14 @@ run (sent after its intent, before that card) is its own even when it lands afte
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Final, final
 
 from contract.records import JUDGED_ON, Reading
-from harness.checkers._common import Dedup, at, attr, guarded
+from harness.checkers._common import at, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.checkers.model import ToolCall, model_of
 from harness.history import History, Record
 
-_KINDS: Final = frozenset(
-    {"tool.awaiting", "tool.handoff", "turn.waiting", "op.answer", "tool.result", "turn.held",
-     "tool.intent", "effect.delivered"})
 # Final outcomes that are not an approve acting on the world, and how a witness says them.
 _NOT_APPROVED: Final = {
     "denied": "the person denied it",
@@ -49,21 +46,7 @@ _NOT_APPROVED: Final = {
     "cancelled": "the turn was cancelled",
     "rejected_access": "the call was rejected (the user may not use the tool)",
 }
-_NOT_FINAL: Final = frozenset({"background", "held"})
 _VERB: Final = {"email": "send_email", "charge": "charge_card"}
-
-
-@dataclass(slots=True)
-class _Call:
-    asked: bool = False
-    # Deliveries before this record index are not judged: a tool that needs no approval ran
-    # and was held, and only its confirmation card (mode "confirm") asked the person.
-    gated_from: int = -1
-    approved: Record | None = None
-    final: Record | None = None
-    holds: list[int] = field(default_factory=list)
-    intents: list[int] = field(default_factory=list)
-    deliveries: list[Record] = field(default_factory=list)
 
 
 @final
@@ -77,58 +60,32 @@ class EffectAuthorized:
         "an end by a new message, and never before an approve."
     )
 
-    # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
-    # only these (harness.checkers.base.dispatch).
-    reads: frozenset[str] = _KINDS
+    # The record kinds it reads, from the run's model (harness.checkers.model: the tool
+    # calls, built once over the whole history): run_checkers gives it only these
+    # (harness.checkers.base.dispatch), so the model of its view alone says the same.
+    reads: frozenset[str] = frozenset(
+        {"tool.awaiting", "tool.handoff", "turn.waiting", "op.answer", "tool.result",
+         "turn.held", "tool.intent", "effect.delivered"})
 
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
 
     def _check(self, history: History, config: CheckConfig) -> Result:
-        calls: dict[str, _Call] = {}
+        calls = model_of(history).calls.values()
         # Without the runner's answers (a test driving the runtime itself) nobody can say
         # when the person approved: that rule is then not judged.
-        answers_known = False
-        dedup = Dedup()
-        for r in history.records:
-            kind = r.kind
-            if kind not in _KINDS or not dedup.fresh(r):
-                continue
-            tc = attr(r, "tool_call")
-            if tc is None:
-                continue
-            call = calls.get(tc)
-            if call is None:
-                call = calls[tc] = _Call()
-            if kind in ("tool.awaiting", "tool.handoff", "turn.waiting"):
-                if not call.asked and r.data.get("mode") == "confirm":
-                    call.gated_from = r.index
-                call.asked = True
-            elif kind == "op.answer":
-                answers_known = True
-                if (r.type == "invoke" and r.data.get("decision") == "approve"
-                        and call.approved is None):
-                    call.approved = r
-            elif kind == "turn.held":
-                call.holds.append(r.index)
-            elif kind == "tool.intent":
-                call.intents.append(r.index)
-            elif kind == "tool.result":
-                outcome = str(r.data.get("outcome"))
-                if outcome == "held":
-                    call.holds.append(r.index)
-                elif outcome not in _NOT_FINAL and call.final is None:
-                    call.final = r
-            elif r.data.get("effect") != "model":
-                call.deliveries.append(r)
-
+        answers_known = any(call.answers for call in calls)
         violations: list[Violation] = []
         judged = 0
-        for tc, call in calls.items():
-            if not call.asked or not call.deliveries:
+        # In the order the calls were first named by a record this checker reads: a call
+        # first named by another (a refusal, a re-run) is listed where it was before the
+        # model listed it.
+        for call in sorted(calls, key=_first_read):
+            deliveries = _deliveries(call)
+            if not call.asks or not deliveries:
                 continue
             judged += 1
-            violation = _judge(tc, call, answers_known)
+            violation = _judge(call, deliveries, answers_known)
             if violation is not None:
                 violations.append(violation)
         return verdict(
@@ -138,16 +95,29 @@ class EffectAuthorized:
         )
 
 
-def _judge(tc: str, call: _Call, answers_known: bool) -> Violation | None:
+def _first_read(call: ToolCall) -> int:
+    return min(part[0].index for part in (call.asks, call.answers, call.holds, call.intents,
+                                          call.results, call.deliveries) if part)
+
+
+def _deliveries(call: ToolCall) -> list[Record]:
+    """The call's effects: a model call is the runtime's own work, not the tool's effect."""
+    return [d for d in call.deliveries if d.data.get("effect") != "model"]
+
+
+def _judge(call: ToolCall, deliveries: list[Record], answers_known: bool) -> Violation | None:
     """The first unauthorized delivery of the call, as a violation; None if all are."""
+    tc = call.id
     final_rec = call.final
-    outcome = str(final_rec.data.get("outcome")) if final_rec is not None else None
-    for d in call.deliveries:
+    outcome = call.outcome
+    approved = call.approved
+    gated_from = call.gated_from
+    for d in deliveries:
         # Judged by the run that sent it (see `_sent_by`): a run of a tool that needs no
         # approval, started before its confirmation card, may land after the card (its host
         # was paused with the request on its way) and still needed nobody's answer.
         sent = _sent_by(call, d)
-        if sent < call.gated_from:
+        if sent < gated_from:
             continue
         what = f"{_VERB.get(str(d.data.get('effect')), str(d.data.get('effect')))} of {tc}"
         if (final_rec is not None and outcome in _NOT_APPROVED and final_rec.index < d.index
@@ -158,15 +128,15 @@ def _judge(tc: str, call: _Call, answers_known: bool) -> Violation | None:
                 f"{final_rec.describe()}; {d.describe()}",
                 cite((final_rec, d)),
             )
-        if answers_known and (call.approved is None or call.approved.index > d.index):
-            later = (f"; the approve came later, at {at(call.approved.time)}"
-                     if call.approved is not None else "")
+        if answers_known and (approved is None or approved.index > d.index):
+            later = (f"; the approve came later, at {at(approved.time)}"
+                     if approved is not None else "")
             return Violation(
                 f"{what} was delivered at {at(d.time)} before the person approved it"
                 f"{later}: {d.describe()}",
-                cite(x for x in (d, call.approved) if x is not None),
+                cite(x for x in (d, approved) if x is not None),
             )
-    last = call.deliveries[-1]
+    last = deliveries[-1]
     sent = _sent_by(call, last)
     if (final_rec is not None and outcome in _NOT_APPROVED
             and not _held_between(call, sent, final_rec.index)):
@@ -181,15 +151,16 @@ def _judge(tc: str, call: _Call, answers_known: bool) -> Violation | None:
     return None
 
 
-def _sent_by(call: _Call, delivery: Record) -> int:
+def _sent_by(call: ToolCall, delivery: Record) -> int:
     """Where the run that sent `delivery` began: its last intent before the delivery (the
     delivery itself when the runtime writes no intents)."""
-    return max((i for i in call.intents if i < delivery.index), default=delivery.index)
+    intent = call.intent_before(delivery.index)
+    return delivery.index if intent is None else intent.index
 
 
-def _held_between(call: _Call, sent: int, final: int) -> bool:
+def _held_between(call: ToolCall, sent: int, final: int) -> bool:
     """Whether the turn was held after the run that sent an effect began and before the call's
     final outcome: the hold asked the person about that run's effect, so an outcome given to
     the hold (a deny of the confirmation, its expiry) does not say the effect never happened,
     even when the request, in flight on a paused host, lands after it."""
-    return any(sent < h < final for h in call.holds)
+    return any(sent < h.index < final for h in call.holds)

@@ -15,7 +15,18 @@ values:
 - `hosts`, `epochs`: which host crashed or paused when, which epoch of a session's thread
   was assigned to which owner;
 - `effects`: the effects the world saw attempted, deduplicated and delivered, and every
-  delivery of a key or of a logical effect that had been delivered before.
+  delivery of a key or of a logical effect that had been delivered before;
+- `calls`: each tool call's records, sorted by what they say of it: what asked the person
+  (its cards, its hand-off), the answers given and those refused, its runs (intents,
+  re-runs), its results and holds, the effects delivered naming it; and what follows from
+  them: its approve, its final outcome, the run going on at any record;
+- `turns`: each turn's session and message, when it started and when (and why) it ended;
+- `identity`: the users' access to tools revoked and granted, and the user each session and
+  tool call names, as of any record.
+
+Some parts answer "as of record i" (a host paused, a revocation standing, the deployments
+registered, an invocation's last start, a call's run going on): a checker that judges a
+record by what was known when it was recorded asks the model at that record's index.
 
 Observations are at-least-once: a record whose (kind, event_id) was seen is skipped where
 the checkers skipped it (see `harness.checkers._common.Dedup`).
@@ -24,7 +35,7 @@ the checkers skipped it (see `harness.checkers._common.Dedup`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from harness.checkers._common import (
@@ -146,6 +157,7 @@ class Pinned:
     suspensions: tuple[Suspension, ...]
     paused: Record | None  # the last `invocation.paused`
     completed: Record | None
+    starts: tuple[Record, ...] = ()  # every `invocation.started`, on a deployment or not
 
     @property
     def name(self) -> str:
@@ -162,6 +174,12 @@ class Deployments:
     retirements: tuple[Record, ...]  # every `deployment.drained` and `.retired`
     # Deployments superseded while something was pinned to them.
     pinned_when_superseded: int
+    # Every `deployment.registered`, in order: the latest as of a record is the last before it.
+    registered: tuple[Record, ...] = ()
+
+    def registered_before(self, index: int) -> int:
+        """How many deployments were registered before record `index`."""
+        return sum(1 for r in self.registered if r.index < index)
 
     def name(self, dep: str | None) -> str:
         if dep is None:
@@ -241,6 +259,147 @@ class Effects:
     redeliveries: tuple[Redelivery, ...]
 
 
+# Outcomes of `tool.result` that do not end the call: it went on in the background, or
+# conservative recovery held it for the person to confirm.
+NOT_FINAL: Final = frozenset({"background", "held"})
+# What asked the person about a call: a card shown (the tool waits in-call), its wait handed
+# off (the card stays up, the wait becomes state).
+ASK_KINDS: Final = frozenset({"tool.awaiting", "tool.handoff", "turn.waiting"})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call as its records tell it, each observation once (`Dedup`), in the order
+    they were recorded. The records stay whole: a run's `run`, `epoch` and `key` are read from
+    its intent as the runtime recorded them."""
+
+    id: str
+    session: str | None  # the first record naming a session
+    turn: str | None  # the first record naming a turn
+    tool: str | None  # the first record naming a tool
+    asks: tuple[Record, ...]  # `ASK_KINDS`: what asked the person
+    answers: tuple[Record, ...]  # op.answer naming it: invoke, then ok, fail or info
+    refusals: tuple[Record, ...]  # answer.refused: an answer that was not applied
+    intents: tuple[Record, ...]  # tool.intent: a run of the tool began
+    reruns: tuple[Record, ...]  # tool.rerun: a run after the hand-off, access re-checked
+    results: tuple[Record, ...]  # tool.result, every outcome (held and background too)
+    # turn.held and tool.result held: conservative recovery asked the person to confirm.
+    holds: tuple[Record, ...]
+    deliveries: tuple[Record, ...]  # effect.delivered naming it (its model calls too)
+
+    @property
+    def cards(self) -> tuple[Record, ...]:
+        """The cards shown (`tool.awaiting`)."""
+        return tuple(r for r in self.asks if r.kind == "tool.awaiting")
+
+    @property
+    def approved(self) -> Record | None:
+        """The first approving answer (`op.answer` invoke, decision approve)."""
+        for r in self.answers:
+            if r.type == "invoke" and r.data.get("decision") == "approve":
+                return r
+        return None
+
+    @property
+    def final(self) -> Record | None:
+        """The call's final outcome: its first `tool.result` whose outcome ends it (a result
+        without an outcome ends it too: nothing says it went on)."""
+        for r in self.results:
+            if str(r.data.get("outcome")) not in NOT_FINAL:
+                return r
+        return None
+
+    @property
+    def outcome(self) -> str | None:
+        final = self.final
+        return None if final is None else str(final.data.get("outcome"))
+
+    @property
+    def gated_from(self) -> int:
+        """The index from which its effects needed a person: its first ask, when that ask is
+        a confirmation (mode `confirm`: a tool that needs no approval ran, and conservative
+        recovery held it); -1 when every run of it did."""
+        if self.asks and self.asks[0].data.get("mode") == "confirm":
+            return self.asks[0].index
+        return -1
+
+    def intent_before(self, index: int) -> Record | None:
+        """The intent of the run going on at record `index`: the last one before it."""
+        found = None
+        for r in self.intents:
+            if r.index >= index:
+                break
+            found = r
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class TurnModel:
+    """A turn (`turn.started`, first seen) of `session`, processing `message`, until `ended`
+    (the first `turn.ended` after it; None: in progress when the run ended)."""
+
+    id: str
+    session: str
+    message: str | None
+    started: Record
+    ended: Record | None
+
+    @property
+    def reason(self) -> str | None:
+        """Why it ended (`completed`, `steered`, `cancelled`, `held`, ...)."""
+        return None if self.ended is None else str(self.ended.data.get("reason"))
+
+
+ANY_TOOL: Final = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who may use which tool, and who acts in each session and tool call, as of any record
+    (each observation once: `Dedup`)."""
+
+    # identity.revoked and identity.granted naming a user, in order.
+    changes: tuple[Record, ...]
+    # The records naming the person acting (`data["user"]`: message.received, tool.rerun,
+    # op.message).
+    acting: tuple[Record, ...]
+
+    def revoked(self, user: str, tool: str, index: int) -> Record | None:
+        """The revocation of `tool` (`ANY_TOOL`: every tool) for `user` standing before
+        record `index`: the last change of that slot, when it revoked."""
+        found = None
+        for r in self.changes:
+            if r.index >= index:
+                break
+            if (str(r.data["user"]), str(r.data.get("tool", ANY_TOOL))) == (user, tool):
+                found = r if r.kind == "identity.revoked" else None
+        return found
+
+    def users_of(self, tool: str, index: int) -> set[str]:
+        """The users whose access to `tool` changed before record `index`."""
+        return {str(r.data["user"]) for r in self.changes
+                if r.index < index and str(r.data.get("tool", ANY_TOOL)) == tool}
+
+    def session_user(self, session: str, index: int) -> str | None:
+        """The first user a record of `session` named, up to record `index`."""
+        for r in self.acting:
+            if r.index > index:
+                break
+            if attr(r, "session") == session:
+                return str(r.data["user"])
+        return None
+
+    def call_user(self, tool_call: str, index: int) -> str | None:
+        """The last user a record of the tool call named, up to record `index`."""
+        found = None
+        for r in self.acting:
+            if r.index > index:
+                break
+            if attr(r, "tool_call") == tool_call:
+                found = str(r.data["user"])
+        return found
+
+
 @dataclass(frozen=True, slots=True)
 class RunModel:
     start: float  # the first record's time
@@ -256,6 +415,11 @@ class RunModel:
     # the order they appeared (an id that appears again after completing is another one).
     invocations: tuple[InvocationModel, ...]
     effects: Effects
+    # Every tool call, by id, in the order a record first named it.
+    calls: dict[str, ToolCall]
+    # Every turn, by id, in the order they started.
+    turns: dict[str, TurnModel]
+    identity: Identity
 
     @property
     def healed_at(self) -> float:
@@ -299,8 +463,15 @@ HOST_KINDS: Final = frozenset(
     {"host.paused", "host.resumed", "host.crashed", "host.restarted", "fault.gc-pause",
      "fault.crash", "fault.heal"}
 )
+# The runner's `op.message` names no user, but a test driving the runtime may say who sent it.
+_IDENTITY_KINDS: Final = frozenset(
+    {"identity.revoked", "identity.granted", "message.received", "op.message", "tool.rerun"})
+# The records of a tool call (`RunModel.calls`).
+_CALL_KINDS: Final = ASK_KINDS | frozenset(
+    {"op.answer", "answer.refused", "tool.intent", "tool.rerun", "tool.result", "turn.held",
+     "effect.delivered"})
 KINDS: Final = (_SESSION_KINDS | _CARD_CLOSERS | _INVOCATION_KINDS | _DEPLOYMENT_KINDS
-                | _EFFECT_KINDS | FAULT_KINDS
+                | _EFFECT_KINDS | _CALL_KINDS | _IDENTITY_KINDS | FAULT_KINDS
                 | {"fault.*", "host.*", "threadlog.assigned", "run.end"})
 """The record kinds the model reads (a kind ending in `.*`: every kind with that prefix)."""
 
@@ -349,6 +520,7 @@ class _Pinned:
     open: tuple[Record, str | None] | None = None
     paused: Record | None = None
     completed: Record | None = None
+    starts: list[Record] = field(default_factory=list)
 
 
 class _Pins:
@@ -363,6 +535,7 @@ class _Pins:
         self.live: dict[str, int] = {}
         self.pinned_when_superseded = 0
         self.retirements: list[Record] = []
+        self.registered: list[Record] = []
         self.host_deployment = host_deployment
 
     def _unpin(self, inv: _Pinned, r: Record) -> None:
@@ -446,10 +619,10 @@ class _Pins:
             if inv.open is not None:
                 waits = [*waits, Suspension(inv.open[0], inv.open[1], None)]
             pins[inv_id] = Pinned(inv_id, inv.target, tuple(held), tuple(waits), inv.paused,
-                                  inv.completed)
+                                  inv.completed, tuple(inv.starts))
         return pins, Deployments(dict(self.versions), dict(self.superseded),
                                  dict(self.drained), tuple(self.retirements),
-                                 self.pinned_when_superseded)
+                                 self.pinned_when_superseded, tuple(self.registered))
 
 
 class _Effects:
@@ -494,6 +667,66 @@ class _Effects:
                        tuple(self.redeliveries))
 
 
+@dataclass(slots=True)
+class _Call:
+    id: str
+    session: str | None = None
+    turn: str | None = None
+    tool: str | None = None
+    asks: list[Record] = field(default_factory=list)
+    answers: list[Record] = field(default_factory=list)
+    refusals: list[Record] = field(default_factory=list)
+    intents: list[Record] = field(default_factory=list)
+    reruns: list[Record] = field(default_factory=list)
+    results: list[Record] = field(default_factory=list)
+    holds: list[Record] = field(default_factory=list)
+    deliveries: list[Record] = field(default_factory=list)
+
+
+class _Calls:
+    """The tool calls fold: each call's records, sorted by what they say of it. Fed only the
+    fresh records (`Dedup`): an effect repeated is counted by `_Effects`, not listed twice."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, _Call] = {}
+        # Where each kind goes, looked up once per record instead of an if-chain per kind.
+        self.parts: dict[str, Callable[[_Call], list[Record]]] = {
+            "op.answer": lambda c: c.answers, "answer.refused": lambda c: c.refusals,
+            "tool.intent": lambda c: c.intents, "tool.rerun": lambda c: c.reruns,
+            "turn.held": lambda c: c.holds, "effect.delivered": lambda c: c.deliveries,
+            **{kind: (lambda c: c.asks) for kind in ASK_KINDS}}
+
+    def feed(self, r: Record) -> None:
+        tc = attr(r, "tool_call")
+        if tc is None:
+            return
+        call = self.calls.get(tc)
+        if call is None:
+            call = self.calls[tc] = _Call(str(tc))
+        if call.session is None:
+            session = attr(r, "session")
+            call.session = None if session is None else str(session)
+        if call.turn is None:
+            turn = attr(r, "turn")
+            call.turn = None if turn is None else str(turn)
+        if call.tool is None:
+            tool = r.data.get("tool")
+            call.tool = None if tool is None else str(tool)
+        kind = r.kind
+        if kind == "tool.result":
+            call.results.append(r)
+            if str(r.data.get("outcome")) == "held":
+                call.holds.append(r)
+            return
+        self.parts[kind](call).append(r)
+
+    def finish(self) -> dict[str, ToolCall]:
+        return {tc: ToolCall(tc, c.session, c.turn, c.tool, tuple(c.asks), tuple(c.answers),
+                             tuple(c.refusals), tuple(c.intents), tuple(c.reruns),
+                             tuple(c.results), tuple(c.holds), tuple(c.deliveries))
+                for tc, c in self.calls.items()}
+
+
 class _Builder:
     """The one pass: each record goes to the folds that read its kind."""
 
@@ -517,6 +750,10 @@ class _Builder:
         self.seq = 0
         self.holders: dict[tuple[str, str], str] = {}
         self.effects = _Effects()
+        self.calls = _Calls()
+        self.turns: dict[str, TurnModel] = {}
+        self.changes: list[Record] = []
+        self.acting: list[Record] = []
 
     def _next(self) -> int:
         self.seq += 1
@@ -544,9 +781,8 @@ class _Builder:
             self._update(s, r)
 
     def session(self, r: Record) -> None:
+        """Fed only the fresh records (`fold_of`)."""
         kind = r.kind
-        if not self.dedup.fresh(r):
-            return
         if kind in _CARD_CLOSERS:
             self._close_card(attr(r, "tool_call"), r)
             if kind != "turn.resumed":
@@ -565,6 +801,9 @@ class _Builder:
                 s.queued.pop(message, None)
             if turn_id is not None and turn is None:
                 s.turns[turn_id] = _Turn(r)
+                if turn_id not in self.turns:
+                    self.turns[turn_id] = TurnModel(
+                        turn_id, sid, None if message is None else str(message), r, None)
         elif kind == "message.queued":
             message = r.data.get("message")
             if message is not None:
@@ -572,6 +811,9 @@ class _Builder:
         elif turn is not None:
             if kind == "turn.ended":
                 del s.turns[turn_id]
+                seen = self.turns[turn_id]
+                if seen.ended is None:
+                    self.turns[turn_id] = replace(seen, ended=r)
                 for tc in turn.cards:
                     self.card_turn.pop(tc, None)
             elif kind == "turn.waiting":
@@ -593,6 +835,10 @@ class _Builder:
         if inv_id is None:
             return
         kind = r.kind
+        if kind == "invocation.started" and self.dedup.fresh(r):
+            # The starts as an observer reads them (each once), beside the pins and the
+            # active stretches, which take every record as the engine wrote it.
+            self.pins.invocations[inv_id].starts.append(r)
         inv = self.invocations.get(inv_id)
         if inv is None:
             target, key = r.data.get("target"), r.data.get("key")
@@ -627,10 +873,13 @@ class _Builder:
 
     def fold_of(self, kind: str) -> Callable[[Record], None] | None:
         """The fold that reads records of `kind`, if any."""
-        if kind in _SESSION_KINDS or kind in _CARD_CLOSERS:
-            return self.session
+        if (kind in _SESSION_KINDS or kind in _CARD_CLOSERS or kind in _CALL_KINDS
+                or kind in _IDENTITY_KINDS):
+            return self._observation(kind)
         if kind in _INVOCATION_KINDS:
             return self.invocation
+        if kind == "deployment.registered":
+            return self.registered
         if kind in _DEPLOYMENT_KINDS:
             return self.pins.deployment
         if kind in _EFFECT_KINDS:
@@ -640,6 +889,58 @@ class _Builder:
         if kind in FAULT_KINDS or kind.startswith(("fault.", "host.")):
             return self.fault
         return None
+
+    def _observation(self, kind: str) -> Callable[[Record], None]:
+        """The folds of a kind the sessions, the calls or the effects read. A record is asked
+        `Dedup.fresh` once, whichever folds read it (a second ask would call it a repeat); the
+        effects count every record (the world writes each once), the others the fresh ones."""
+        fresh: list[Callable[[Record], None]] = []
+        if kind in _SESSION_KINDS or kind in _CARD_CLOSERS:
+            fresh.append(self.session)
+        if kind in _CALL_KINDS:
+            fresh.append(self.calls.feed)
+        if kind in _IDENTITY_KINDS:
+            fresh.append(self.identity)
+        fresh_of = self.dedup.fresh
+        if kind in _EFFECT_KINDS:
+            every = self.effects.feed
+
+            def counted(r: Record) -> None:
+                every(r)
+                if fresh_of(r):
+                    for f in fresh:
+                        f(r)
+
+            return counted
+        if len(fresh) == 1:
+            # Most kinds have one reader: no loop over one fold for each of their records.
+            (only,) = fresh
+
+            def one(r: Record) -> None:
+                if fresh_of(r):
+                    only(r)
+
+            return one
+
+        def several(r: Record) -> None:
+            if fresh_of(r):
+                for f in fresh:
+                    f(r)
+
+        return several
+
+    def identity(self, r: Record) -> None:
+        if r.data.get("user") is None:
+            return
+        if r.kind.startswith("identity."):
+            self.changes.append(r)
+        else:
+            self.acting.append(r)
+
+    def registered(self, r: Record) -> None:
+        self.pins.deployment(r)
+        if self.dedup.fresh(r):
+            self.pins.registered.append(r)
 
     def assigned(self, r: Record) -> None:
         session, epoch = attr(r, "session"), attr(r, "epoch")
@@ -746,7 +1047,9 @@ class _Builder:
                  for h in {**self.crashes, **self.paused}}
         epochs = {session: tuple(a) for session, a in self.epochs.items()}
         return RunModel(start, end, tuple(self.windows), faults, pins, deployments, sessions,
-                        hosts, epochs, tuple(invocations), self.effects.finish())
+                        hosts, epochs, tuple(invocations), self.effects.finish(),
+                        self.calls.finish(), dict(self.turns),
+                        Identity(tuple(self.changes), tuple(self.acting)))
 
 
 def _ended(window: FaultWindow, time: float) -> FaultWindow:
