@@ -723,6 +723,29 @@ def _logged(h: History, t: float, outcome: str, tc: str = "tc1") -> Record:
               session="s1", epoch=1)
 
 
+def test_turns_a_call_that_never_waited_as_state_may_not_expire_early_either() -> None:
+    """A runtime that never hands off (the wait in the call) and expires the card at the
+    hand-off bound instead of after `max_wait`: no `turn.waiting`, judged from the card."""
+    h = History()
+    card = ob(h, "tool.awaiting", 2.0, "aw1", {"tool": "send_email"}, session="s1", turn="T1",
+              tool_call="tc1")
+    expired = _result(h, 5 * MIN, "expired")
+    ev(h, "run.end", 9 * DAY)
+    result = TurnOutcome().check(h, CONFIG)
+    witness = failing(result)
+    assert ("tool call tc1 expired at t=5.0m, only 5.0m after its card was shown at t=2s "
+            "(it may not expire before 8.00d)") in witness
+    assert set(result.violations[0].records) == {card.index, expired.index}
+    # The same expiry after max_wait, or a confirmation card's max_wait after its hold, holds.
+    h = History()
+    ob(h, "tool.awaiting", 2.0, "aw1", {"tool": "send_email"}, session="s1", turn="T1",
+       tool_call="tc1")
+    ob(h, "turn.held", 2 * DAY, "held1", session="s1", turn="T1", tool_call="tc1")
+    _result(h, 10 * DAY, "expired")
+    ev(h, "run.end", 11 * DAY)
+    passing(TurnOutcome().check(h, CONFIG))
+
+
 def test_turns_answered_then_expired_is_two_final_outcomes() -> None:
     """The expiry timer of an answered hand-off fires on day 8: a second result for the same
     tool call, even though the controller ignores it and no turn record doubles."""

@@ -25,7 +25,9 @@ worker was down has passed, and the person was told the request expired.
 
 When the wait started is read generously: the expiry may not come before `max_wait` after
 the card was shown (`tool.awaiting`), and must come by `max_wait` after the hand-off, so both
-readings of "8 days" (from the card, or from the hand-off) pass. A hold (`turn.held`, or
+readings of "8 days" (from the card, or from the hand-off) pass. A call that expires without
+ever waiting as state (no `turn.waiting`: it waited in the call, or never handed off) may not
+expire before `max_wait` after its card either. A hold (`turn.held`, or
 `tool.result` with outcome `held`) shows a new card asking to confirm: the wait starts again.
 
 Attribution: every result of a tool call that waited on a person, as reported
@@ -244,6 +246,23 @@ class TurnOutcome:
                     cite((w, expiry)),
                 ))
 
+        # A call that expired without ever waiting as state (it waited in-call, or never
+        # handed off) is judged from its card all the same: expired before `max_wait` after
+        # the card was shown, the person lost the days the design gives them to answer.
+        waited = {tc for _, tc in waits}
+        for tc, expiry in expiries.items():
+            shown = _shown_at(marks.get(tc, []), expiry.time)
+            if tc in waited or shown is None or expiry.time >= shown + max_wait - _EPSILON:
+                continue
+            cited = [r for r in (origins.get(tc), expiry) if r is not None]
+            violations.append(Violation(
+                f"tool call {tc} expired at {at(expiry.time)}, only "
+                f"{fmt_duration(expiry.time - shown)} after its card was shown at {at(shown)} "
+                f"(it may not expire before {fmt_duration(max_wait)}): "
+                + "; ".join(r.describe() for r in cited),
+                cite(cited),
+            ))
+
         # The log as committed when the adapter reports it with entry ids, else as appended.
         log_results = committed if committed_ids else appended
         doubled_outcomes = 0
@@ -315,15 +334,24 @@ def _window(wait: Record, marks: list[tuple[float, str]], expiry: float) -> tupl
     hold and the confirmation card it shows are one start: a fault between them may delay
     the card, and a runtime may count from either.
     """
-    shown = [(t, kind) for t, kind in marks if kind in ("card", "hold") and t <= expiry]
-    start = shown[-1][0] if shown else wait.time
-    if len(shown) >= 2 and shown[-1][1] == "card" and shown[-2][1] == "hold" and not any(
-            kind == "handoff" and shown[-2][0] <= t <= shown[-1][0] for t, kind in marks):
-        start = shown[-2][0]
+    shown = _shown_at(marks, expiry)
+    start = wait.time if shown is None else shown
     later = [t for t, kind in marks if kind == "handoff" and start <= t <= expiry]
     if start <= wait.time <= expiry:
         later.append(wait.time)
     return start, max([start, *later])
+
+
+def _shown_at(marks: list[tuple[float, str]], expiry: float) -> float | None:
+    """When the card whose wait expired at `expiry` was shown: the last card (or hold) before
+    it, a hold and the confirmation card it shows being one start; None without a card."""
+    shown = [(t, kind) for t, kind in marks if kind in ("card", "hold") and t <= expiry]
+    if not shown:
+        return None
+    if len(shown) >= 2 and shown[-1][1] == "card" and shown[-2][1] == "hold" and not any(
+            kind == "handoff" and shown[-2][0] <= t <= shown[-1][0] for t, kind in marks):
+        return shown[-2][0]
+    return shown[-1][0]
 
 
 def _result_entry(entry: object) -> tuple[str, str] | None:
