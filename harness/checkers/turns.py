@@ -249,10 +249,10 @@ class TurnOutcome:
         # A call that expired without ever waiting as state (it waited in-call, or never
         # handed off) is judged from its card all the same: expired before `max_wait` after
         # the card was shown, the person lost the days the design gives them to answer.
-        waited = {tc for _, tc in waits}
+        kept_waiting = {tc for _, tc in waits}
         for tc, expiry in expiries.items():
             shown = _shown_at(marks.get(tc, []), expiry.time)
-            if tc in waited or shown is None or expiry.time >= shown + max_wait - _EPSILON:
+            if tc in kept_waiting or shown is None or expiry.time >= shown + max_wait - _EPSILON:
                 continue
             cited = [r for r in (origins.get(tc), expiry) if r is not None]
             violations.append(Violation(
