@@ -361,6 +361,48 @@ def test_a_hold_and_a_rejection_are_an_approves_fate() -> None:
     passing(AnswerFate().check(h, CONFIG))
 
 
+def test_a_refusal_must_give_a_true_reason() -> None:
+    # The only answer of a waiting call, refused as "already decided"; the call then waits
+    # out its 8 days: nothing had decided it, the answer was dropped with a false reason.
+    h = History()
+    card(h)
+    answer(h, HOUR)
+    false = refused(h, HOUR, "already_decided")
+    result(h, 8 * DAY, "expired")
+    h.add("run.end", time=9 * DAY)
+    r = AnswerFate().check(h, CONFIG)
+    witness = failing(r)
+    assert (f"an answer to {TC} was refused at t=60.0m as already_decided, which the call "
+            "never was: it expired at t=8.00d") in witness
+    assert r.violations[0].records == (false.index,)
+    # "expired" and "ended" must be true by then too.
+    for reason in ("expired", "ended"):
+        h = History()
+        card(h)
+        answer(h, HOUR)
+        refused(h, HOUR, reason)
+        result(h, 2 * HOUR, "answered")
+        h.add("run.end", time=DAY)
+        assert "which the call never was" in failing(AnswerFate().check(h, CONFIG)), reason
+    # True reasons: a second answer after the first was applied (even if its result comes
+    # later), a call that had ended by a new message.
+    h = History()
+    card(h)
+    answer(h, HOUR)
+    answer(h, HOUR, "deny")
+    refused(h, HOUR, "already_decided", "deny")
+    result(h, HOUR + 5, "answered")
+    h.add("run.end", time=DAY)
+    passing(AnswerFate().check(h, CONFIG))
+    h = History()
+    card(h)
+    result(h, HOUR, "ended_by_message")
+    answer(h, HOUR)
+    refused(h, HOUR, "ended")
+    h.add("run.end", time=DAY)
+    passing(AnswerFate().check(h, CONFIG))
+
+
 def test_an_answer_too_recent_to_judge_is_not_a_violation() -> None:
     h = History()
     card(h)

@@ -14,6 +14,13 @@ for one answer of its decision, and the answers left over (the latest ones) were
 result the runtime reports twice (a retried step) counts once (`event_id`). An answer is
 judged once the liveness bound has passed since it was given and since the last fault
 ended: a paused host may hold it up for that long.
+
+A refusal tells the person why, and the reason must be true of the call: `already_decided`
+only when it had another answer (an answer applied to it at any time, a second answer
+given, or a final outcome by then), `expired` only when it expired, `ended` only when a
+new message or a cancel ended it (by then: the refusal's time, or the end of the faults that
+were holding things up, plus the tolerance). An answer refused as "already decided" on a call
+nobody had answered, which then waits out its days, was dropped with a false reason.
 """
 
 from __future__ import annotations
@@ -31,6 +38,9 @@ _KINDS: Final = frozenset({"op.answer", "tool.result", "answer.refused"})
 _APPLIED: Final = {"answered": "approve", "rejected_access": "approve", "held": "approve",
                    "denied": "deny"}
 _NOT_FINAL: Final = frozenset({"background", "held"})
+# The final outcomes that make each refusal reason true (`already_decided`: any).
+_REASON_OUTCOMES: Final = {"expired": frozenset({"expired"}),
+                           "ended": frozenset({"ended_by_message", "cancelled"})}
 
 
 @final
@@ -60,6 +70,11 @@ class AnswerFate:
         answers: dict[tuple[str, str], list[Record]] = {}
         fates: dict[tuple[str, str], list[Record]] = {}
         finals: dict[str, Record] = {}
+        # tool call -> every answer given (a refusal may come before its `ok`) / every
+        # refusal / every result, in order.
+        given_to: dict[str, list[Record]] = {}
+        refusals: dict[str, list[Record]] = {}
+        results: dict[str, list[Record]] = {}
         for r in history.records:
             kind = r.kind
             if kind not in _KINDS or not dedup.fresh(r):
@@ -70,11 +85,14 @@ class AnswerFate:
             if kind == "op.answer":
                 if r.type == "invoke":
                     pending.setdefault(tc, []).append(str(r.data.get("decision", "approve")))
+                    given_to.setdefault(tc, []).append(r)
                 elif r.type == "ok" and pending.get(tc):
                     answers.setdefault((tc, pending[tc].pop(0)), []).append(r)
             elif kind == "answer.refused":
                 fates.setdefault((tc, str(r.data.get("decision", "approve"))), []).append(r)
+                refusals.setdefault(tc, []).append(r)
             else:
+                results.setdefault(tc, []).append(r)
                 outcome = str(r.data.get("outcome"))
                 decision = _APPLIED.get(outcome)
                 if decision is not None:
@@ -104,8 +122,39 @@ class AnswerFate:
                     cite(x for x in (answer, final_rec) if x is not None),
                 ))
             judged += len(given)
+        for tc, refused in refusals.items():
+            for r in refused:
+                if not _reason_true(r, given_to.get(tc, []), results.get(tc, []),
+                                    max(r.time, quiet_since) + config.tolerance):
+                    violations.append(Violation(
+                        f"an answer to {tc} was refused at {at(r.time)} as "
+                        f"{r.data.get('reason')}, which the call never was: "
+                        f"{_what_happened(results.get(tc, []))}: {r.describe()}",
+                        cite((r,)),
+                    ))
         return verdict(
             self.name, violations, reached=judged > 0,
             note="" if judged else "no answer was accepted",
             stats={"answers": float(judged), "unjudged": float(unjudged)},
         )
+
+
+def _reason_true(refusal: Record, given: list[Record], results: list[Record],
+                 by: float) -> bool:
+    """Whether the refusal's reason is true of its call (see the module docstring): its
+    final outcomes by `by`, an answer applied to it at any time, the answers given."""
+    reason = str(refusal.data.get("reason"))
+    finals = {str(r.data.get("outcome")) for r in results if r.time <= by
+              and str(r.data.get("outcome")) not in _NOT_FINAL}
+    if reason == "already_decided":
+        applied = any(str(r.data.get("outcome")) in _APPLIED for r in results)
+        again = sum(1 for a in given if a.index < refusal.index) >= 2
+        return applied or again or bool(finals)
+    wanted = _REASON_OUTCOMES.get(reason)
+    return wanted is None or bool(finals & wanted)  # not_yours: not judged here
+
+
+def _what_happened(results: list[Record]) -> str:
+    outcomes = [f"{r.data.get('outcome')} at {at(r.time)}" for r in results]
+    return "it " + (", then ".join(outcomes) if outcomes else "had no result")
+

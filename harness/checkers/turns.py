@@ -27,7 +27,8 @@ When the wait started is read generously: the expiry may not come before `max_wa
 the card was shown (`tool.awaiting`), and must come by `max_wait` after the hand-off, so both
 readings of "8 days" (from the card, or from the hand-off) pass. A call that expires without
 ever waiting as state (no `turn.waiting`: it waited in the call, or never handed off) may not
-expire before `max_wait` after its card either. A hold (`turn.held`, or
+expire before `max_wait` after its card either (unless it went to the background, whose wait
+counts from just before its card). A hold (`turn.held`, or
 `tool.result` with outcome `held`) shows a new card asking to confirm: the wait starts again.
 
 Attribution: every result of a tool call that waited on a person, as reported
@@ -94,6 +95,7 @@ class TurnOutcome:
         # tool call -> (time, "card" | "hold" | "handoff"), in order: a card or a hold starts
         # a wait.
         marks: dict[str, list[tuple[float, str]]] = {}
+        backgrounded: set[str] = set()  # calls sent to the background (a placeholder result)
         ended: dict[str, list[Record]] = {}
         expiries: dict[str, Record] = {}
         early_resumes: dict[tuple[str, str], list[Record]] = {}
@@ -162,6 +164,8 @@ class TurnOutcome:
                 outcome = r.data.get("outcome")
                 if outcome is not None and str(outcome) not in _NOT_FINAL:
                     finals.setdefault(tc, {}).setdefault(str(outcome), r)
+                if outcome == "background":
+                    backgrounded.add(tc)
                 if outcome == "held":
                     marks.setdefault(tc, []).append((r.time, "hold"))
                 elif outcome == "expired":
@@ -248,8 +252,11 @@ class TurnOutcome:
 
         # A call that expired without ever waiting as state (it waited in-call, or never
         # handed off) is judged from its card all the same: expired before `max_wait` after
-        # the card was shown, the person lost the days the design gives them to answer.
-        kept_waiting = {tc for _, tc in waits}
+        # the card was shown, the person lost the days the design gives them to answer. A
+        # call sent to the background from its in-call wait is left out: its wait counts from
+        # when it was registered, just before its card, so a slow card service moves the
+        # card, not the expiry.
+        kept_waiting = {tc for _, tc in waits} | backgrounded
         for tc, expiry in expiries.items():
             shown = _shown_at(marks.get(tc, []), expiry.time)
             if tc in kept_waiting or shown is None or expiry.time >= shown + max_wait - _EPSILON:
