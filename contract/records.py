@@ -95,6 +95,7 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "logical": "the logical effect (a tool call, a model step): two deliveries of one logical "
                "effect are a duplicate even under different keys",
     "asked": "the tool call a model reply asked for (`{turn}.t{k}`)",
+    "planned": "how many tools a user message asks the model to call",
     "version": "a deployment's version label",
     "hosts": "the hosts (worker processes) of a deployment",
     "pinned": "how many invocations are still pinned to a deployment",
@@ -343,7 +344,7 @@ _KINDS: Final = (
          ("tool",)),
     # -- the runner: operations and faults, the schedule's steps
     Kind("op.message", "runner", "the runner sent a user message (invoke, then ok)",
-         ("session",), ("message_id",), types=("invoke", "ok", "fail", "info")),
+         ("session",), ("message_id", "planned"), types=("invoke", "ok", "fail", "info")),
     Kind("op.answer", "runner", "the runner answered the session's open card (fail: no card)",
          (), ("session", "turn", "tool_call", "decision", "reason"),
          (("decision", ("approve", "deny")),), types=("invoke", "ok", "fail", "info")),
@@ -631,7 +632,8 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
     "answer-fate": _reads(
         ("op.answer", ("tool_call", "decision")),
         ("tool.result", ("tool_call", "outcome")),
-        ("answer.refused", ("tool_call", "decision", "reason")),
+        ("answer.refused", ("tool_call", "turn", "decision", "reason")),
+        ("turn.ended", ("turn",)),
         *_FAULTS, *_EVERY,
     ),
     "effect-done": _reads(
@@ -664,6 +666,8 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
     ),
     "context-kept": _reads(
         ("effect.delivered", ("effect", "logical", "key", "turn", "asked")),
+        ("op.message", ("message_id", "planned")),
+        ("turn.started", ("turn", "message")),
         *_EVERY,
     ),
     "message-logged": _reads(

@@ -406,7 +406,10 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
         message_id = f"{session}.m{messages[session]}"
         message = {"message_id": message_id, "text": step.get("text"),
                    "user": step.get("user"), "plan": list(step.get("tools"))}
-        history.add("op.message", "invoke", session=session, data={"message_id": message_id})
+        # `planned`: how many tools the message asks for (context-kept checks the model was
+        # asked for each of them).
+        history.add("op.message", "invoke", session=session,
+                    data={"message_id": message_id, "planned": len(message["plan"])})
         runtime.send_message(session, message)
         history.add("op.message", "ok", session=session, data={"message_id": message_id})
     elif action in ("answer", "background"):

@@ -36,7 +36,7 @@ def test_calls_asked_in_order_pass() -> None:
     reply(h, 3, 0, "s1.turn2.t1", turn="s1.turn2")
     r = check(h)
     assert r.valid is True, r.witness(limit=20)
-    assert r.reached and r.stats == {"turns": 2.0, "replies": 3.0}
+    assert r.reached and r.stats == {"turns": 2.0, "replies": 3.0, "planned_texts": 0.0}
 
 
 def test_a_retried_step_is_the_same_call_and_passes() -> None:
@@ -83,6 +83,40 @@ def test_replies_without_a_call_or_of_another_format_are_not_judged() -> None:
                                                      "asked": "s1.turn1.t1"}, turn="s1.turn1")
     r = check(h)
     assert r.valid is True and r.reached is False
+
+
+def message(h: History, t: float, planned: int, turn: str = "s1.turn1") -> None:
+    h.add("op.message", "invoke", time=t, session="s1",
+          data={"message_id": "s1.m1", "planned": planned})
+    h.add("turn.started", "event", time=t, session="s1", turn=turn,
+          data={"event_id": f"{turn}.started", "message": "s1.m1"})
+
+
+def test_a_text_answer_before_every_planned_tool_was_asked_is_a_violation() -> None:
+    # The message plans two tools; the model answers in text after asking for one: it was
+    # not given the request (or its plan) whole.
+    h = History()
+    message(h, 0, 2)
+    reply(h, 2, 0, "s1.turn1.t1")
+    text = reply(h, 60, 1, None)
+    r = check(h)
+    assert r.valid is False
+    assert ("s1.turn1: the model answered in text at t=60s and never asked for s1.turn1.t2 "
+            "of the 2 tool(s) its message planned") in r.witness(limit=5)
+    assert r.violations[0].records == (text.index,)
+    # Every planned tool asked for, then text: holds; a turn handed off before its text
+    # reply (no text yet) is not judged.
+    h = History()
+    message(h, 0, 2)
+    reply(h, 2, 0, "s1.turn1.t1")
+    reply(h, 60, 1, "s1.turn1.t2")
+    reply(h, 62, 2, None)
+    r = check(h)
+    assert r.valid is True and r.stats["planned_texts"] == 1.0
+    h = History()
+    message(h, 0, 2)
+    reply(h, 2, 0, "s1.turn1.t1")
+    assert check(h).valid is True
 
 
 def test_the_world_names_the_call_each_model_reply_asks_for() -> None:

@@ -401,6 +401,15 @@ def test_a_refusal_must_give_a_true_reason() -> None:
     refused(h, HOUR, "ended")
     h.add("run.end", time=DAY)
     passing(AnswerFate().check(h, CONFIG))
+    # A held call whose turn a new message ended: "ended" is true with no final result yet.
+    h = History()
+    card(h)
+    result(h, HOUR, "held")
+    ob(h, "turn.ended", HOUR, "te1", {"reason": "steered"}, session="s1", turn="s1.turn1")
+    answer(h, HOUR + 60)
+    refused(h, HOUR + 60, "ended")
+    h.add("run.end", time=DAY)
+    passing(AnswerFate().check(h, CONFIG))
 
 
 def test_an_answer_too_recent_to_judge_is_not_a_violation() -> None:

@@ -18,9 +18,10 @@ ended: a paused host may hold it up for that long.
 A refusal tells the person why, and the reason must be true of the call: `already_decided`
 only when it had another answer (an answer applied to it at any time, a second answer
 given, or a final outcome by then), `expired` only when it expired, `ended` only when a
-new message or a cancel ended it (by then: the refusal's time, or the end of the faults that
-were holding things up, plus the tolerance). An answer refused as "already decided" on a call
-nobody had answered, which then waits out its days, was dropped with a false reason.
+new message or a cancel ended it, or its turn ended (by then: the refusal's time, or the
+end of the faults that were holding things up, plus the tolerance). An answer refused as
+"already decided" on a call nobody had answered, which then waits out its days, was dropped
+with a false reason.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.checkers.model import model_of
 from harness.history import History, Record
 
-_KINDS: Final = frozenset({"op.answer", "tool.result", "answer.refused"})
+_KINDS: Final = frozenset({"op.answer", "tool.result", "answer.refused", "turn.ended"})
 # The decision whose answer each applied outcome accounts for.
 _APPLIED: Final = {"answered": "approve", "rejected_access": "approve", "held": "approve",
                    "denied": "deny"}
@@ -73,11 +74,17 @@ class AnswerFate:
         # tool call -> every answer given (a refusal may come before its `ok`) / every
         # refusal / every result, in order.
         given_to: dict[str, list[Record]] = {}
+        turn_ends: dict[str, float] = {}  # turn -> when it first ended
         refusals: dict[str, list[Record]] = {}
         results: dict[str, list[Record]] = {}
         for r in history.records:
             kind = r.kind
             if kind not in _KINDS or not dedup.fresh(r):
+                continue
+            if kind == "turn.ended":
+                turn = attr(r, "turn")
+                if turn is not None:
+                    turn_ends.setdefault(str(turn), r.time)
                 continue
             tc = attr(r, "tool_call")
             if tc is None:
@@ -124,8 +131,10 @@ class AnswerFate:
             judged += len(given)
         for tc, refused in refusals.items():
             for r in refused:
-                if not _reason_true(r, given_to.get(tc, []), results.get(tc, []),
-                                    max(r.time, quiet_since) + config.tolerance):
+                by = max(r.time, quiet_since) + config.tolerance
+                turn_end = turn_ends.get(str(attr(r, "turn")))
+                if not _reason_true(r, given_to.get(tc, []), results.get(tc, []), by,
+                                    turn_end is not None and turn_end <= by):
                     violations.append(Violation(
                         f"an answer to {tc} was refused at {at(r.time)} as "
                         f"{r.data.get('reason')}, which the call never was: "
@@ -140,9 +149,10 @@ class AnswerFate:
 
 
 def _reason_true(refusal: Record, given: list[Record], results: list[Record],
-                 by: float) -> bool:
+                 by: float, turn_ended: bool) -> bool:
     """Whether the refusal's reason is true of its call (see the module docstring): its
-    final outcomes by `by`, an answer applied to it at any time, the answers given."""
+    final outcomes by `by`, an answer applied to it at any time, the answers given, whether
+    its turn had ended by `by`."""
     reason = str(refusal.data.get("reason"))
     finals = {str(r.data.get("outcome")) for r in results if r.time <= by
               and str(r.data.get("outcome")) not in _NOT_FINAL}
@@ -150,6 +160,8 @@ def _reason_true(refusal: Record, given: list[Record], results: list[Record],
         applied = any(str(r.data.get("outcome")) in _APPLIED for r in results)
         again = sum(1 for a in given if a.index < refusal.index) >= 2
         return applied or again or bool(finals)
+    if reason == "ended" and turn_ended:  # a held call ends with its turn, result or not
+        return True
     wanted = _REASON_OUTCOMES.get(reason)
     return wanted is None or bool(finals & wanted)  # not_yours: not judged here
 

@@ -11,7 +11,11 @@ given. So what the model asked for, step after step, shows what it was told:
   model does not know it ran, and asks for it again;
 - a call skipped (the reply asks for call k+2 when no reply of the turn asked for k+1) means
   the conversation held a result the model never asked for (a result of another turn, or one
-  call's result told twice).
+  call's result told twice);
+- a model that answers with text before asking for every tool the turn's message planned was
+  not given the person's request (the message left out of the conversation, or its plan
+  lost): the runner says how many tools each message plans (`op.message`, `planned`), and
+  the turn names its message (`turn.started`).
 
 Read from the world's records of the model provider, which the runtime cannot write: each
 delivered reply (`effect.delivered` of `model`, `logical` TURN:STEP) names the call it asked
@@ -33,7 +37,7 @@ from harness.checkers._common import Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record
 
-_KINDS: Final = frozenset({"effect.delivered"})
+_KINDS: Final = frozenset({"effect.delivered", "op.message", "turn.started"})
 
 
 def _step(logical: str, turn: str) -> int | None:
@@ -77,10 +81,27 @@ class ContextKept:
         dedup = Dedup()
         # turn -> (step, call number, the reply's record), in the order the world saw them.
         replies: dict[str, list[tuple[int, int, Record]]] = {}
+        planned: dict[str, int] = {}  # message id -> how many tools it plans
+        message_of: dict[str, str] = {}  # turn -> its message id
+        texts: dict[str, Record] = {}  # turn -> the first reply in text (no call asked)
         for r in history.records:
-            if r.kind not in _KINDS or not dedup.fresh(r) or r.data.get("effect") != "model":
+            if r.kind not in _KINDS or not dedup.fresh(r):
+                continue
+            if r.kind == "op.message":
+                n = r.data.get("planned")
+                if r.type == "invoke" and isinstance(n, int) and r.data.get("message_id"):
+                    planned[str(r.data["message_id"])] = n
+                continue
+            if r.kind == "turn.started":
+                turn, message = attr(r, "turn"), r.data.get("message")
+                if turn is not None and message is not None:
+                    message_of.setdefault(str(turn), str(message))
+                continue
+            if r.data.get("effect") != "model":
                 continue
             turn, asked = attr(r, "turn"), r.data.get("asked")
+            if turn is not None and asked is None:
+                texts.setdefault(str(turn), r)
             if turn is None or not isinstance(asked, str):
                 continue
             step = _step(str(r.data.get("logical", "")), str(turn))
@@ -113,9 +134,23 @@ class ContextKept:
                         cite((r,)),
                     ))
                 first[k] = (step, r)
+        planned_texts = 0  # turns answered in text whose message planned tools
+        for turn, text in texts.items():
+            n = planned.get(message_of.get(turn, ""), 0)
+            planned_texts += n > 0
+            asked = {k for _, k, _ in replies.get(turn, ())}
+            never = [f"{turn}.t{k}" for k in range(1, n + 1) if k not in asked]
+            if never:
+                violations.append(Violation(
+                    f"{turn}: the model answered in text at {at(text.time)} and never asked "
+                    f"for {', '.join(never)} of the {n} tool(s) its message planned: it was "
+                    f"not given the person's request: {text.describe()}",
+                    cite((text,)),
+                ))
         judged = sum(len(seen) for seen in replies.values())
         return verdict(
-            self.name, violations, reached=judged > 0,
-            note="" if judged else "no model reply asked for a tool call",
-            stats={"turns": float(len(replies)), "replies": float(judged)},
+            self.name, violations, reached=judged + planned_texts > 0,
+            note="" if judged + planned_texts else "no model reply asked for a tool call",
+            stats={"turns": float(len(replies)), "replies": float(judged),
+                   "planned_texts": float(planned_texts)},
         )
