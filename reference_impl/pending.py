@@ -223,7 +223,11 @@ def build_pending_service(ports: Ports, version: str) -> Service:
             raise TerminalError("startToolWait before register", 409)
         if row.phase == "answered":
             return {"status": "answered", "answer": row.answer}
-        if row.phase == "background":
+        if row.phase == "background" or (row.phase in ("done", "expired")
+                                          and row.handed_off_at is not None):
+            # Sent to the background while this wait was still live (its timer fired, then
+            # the host paused before this call): the call's own result, if it already came,
+            # reached the session as a message; this turn goes on with the placeholder.
             return {"status": "background"}
         if row.phase != "live":
             raise TerminalError(f"startToolWait in phase {row.phase}", 409)
