@@ -128,6 +128,12 @@ def test_network_faults_capability_applies_and_heals_each_kind() -> None:
                     conn.execute("SELECT 1").fetchone()
                 assert time.monotonic() - started >= runtime.toxic_latency_ms / 1000
             runtime.advance(applied + 1.05)
+            # The fault ends one *real* second after it began, which the scenario clock may
+            # reach sooner: wait for the heal itself (readiness), bounded, not for a time.
+            deadline = time.monotonic() + 15.0
+            while ((toxi.toxics("pg") or not toxi.get_proxy("pg").enabled)
+                   and time.monotonic() < deadline):
+                runtime.advance(runtime.now() + 0.05)
             assert toxi.toxics("pg") == [] and toxi.get_proxy("pg").enabled, kind
         with psycopg.connect(through_proxy) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
