@@ -45,6 +45,19 @@ def save(state_file: Path, state: dict[str, Any]) -> None:
     os.replace(tmp, state_file)
 
 
+def code_version() -> str:
+    """The commit the soak runs (with "+changes" when the tree differs from it): a soak spans
+    sessions, and its figures count per version of the code they judged."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "harness",
+                  "reference_impl", "contract")
+    return commit + ("+changes" if changed else "")
+
+
 def run_chunk(adapter: str, seed: int, chunk: int, workers: int, out: Path) -> dict[str, Any]:
     command = [
         sys.executable, "-m", "harness.cli", "run", "--adapter", adapter, "--scenarios", "none",
@@ -63,6 +76,7 @@ def run_chunk(adapter: str, seed: int, chunk: int, workers: int, out: Path) -> d
     return {
         "seed": seed,
         "schedules": chunk,
+        "code": code_version(),
         "exit": done.returncode,
         "verdict": EXIT_MEANING.get(done.returncode, f"exit {done.returncode}"),
         "wall_s": round(wall_s, 1),
@@ -91,6 +105,12 @@ def report(state: dict[str, Any], workers: int) -> str:
         f"schedules per CPU second: {attempted / cpu_s:.1f}" if cpu_s else "- no CPU time yet",
         f"- chunks that did not hold: {len(bad)}",
     ]
+    by_code: dict[str, int] = {}
+    for c in chunks:
+        if c["exit"] == 0:
+            key = c.get("code", "unrecorded")
+            by_code[key] = by_code.get(key, 0) + c["schedules"]
+    lines.extend(f"  - held on code {code}: {n:,}" for code, n in sorted(by_code.items()))
     for c in bad:
         lines.append(
             f"  - seed {c['seed']}: {c['verdict']}; replay: `durable-chaos replay --seed "
@@ -127,7 +147,7 @@ def main() -> int:
         result = run_chunk(args.adapter, seed, args.chunk, args.workers, out)
         if result["exit"] in (130, 143):
             print(f"soak: stopped during seed {seed}; run again to resume", file=sys.stderr)
-            return result["exit"]
+            return int(result["exit"])
         state["chunks"][str(seed)] = result
         save(args.state, state)
         if result["exit"] == 0:

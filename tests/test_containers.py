@@ -346,3 +346,29 @@ def test_nothing_left_after_kill_9_and_the_next_run(client: object, tmp_path: Pa
                 "--report-dir", str(tmp_path / "next"), "--quiet", timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert _leftovers(client, owners) == [], f"after {time.monotonic() - started:.1f}s"
+
+
+class _Stopped(Exception):
+    pass
+
+
+def test_an_interrupt_waits_until_the_started_container_is_held() -> None:
+    """A SIGTERM (or Ctrl-C) that comes while a container starts lands after the component
+    holds it, so its `stop` removes it (the leak: the engine made the container, the
+    interrupt came before the assignment, and the worker exited without exit handlers)."""
+    from harness.components.containers import _uninterrupted
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Stopped
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    held: list[str] = []
+    try:
+        with pytest.raises(_Stopped):
+            with _uninterrupted():
+                os.kill(os.getpid(), signal.SIGTERM)
+                held.append("container")
+            held.append("after the block")  # the handler runs before this line
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert held == ["container"]

@@ -31,12 +31,13 @@ import atexit
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -214,10 +215,31 @@ def _logs(container: Container, chars: int = 2000) -> str:
     return ""
 
 
+@contextlib.contextmanager
+def _uninterrupted() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block is done (main thread; elsewhere no signal
+    handler runs anyway). Around the start of a container and the line that keeps it: an
+    interrupt that landed between the engine creating the container and the component
+    holding it would leave a container no `stop` knows of, and the worker process that a
+    SIGTERM ends exits without running exit handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        # Unblocked, a signal that came meanwhile runs its handler at the next bytecode.
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _start(image: str, role: str, run: str, *, command: Sequence[str],
            volumes: Mapping[Path, str] = {}, env: Mapping[str, str] | None = None,
-           name: str | None = None, **kwargs: Any) -> Any:
-    """A started testcontainers `DockerContainer` with host networking and our labels."""
+           name: str | None = None, **kwargs: Any) -> Container:
+    """A started container with host networking and our labels (testcontainers'
+    `DockerContainer`, unwrapped). Call it inside `_uninterrupted`, with the assignment that
+    keeps the container."""
     docker_client()  # engine check, sweep and environment for testcontainers
     from testcontainers.core.config import testcontainers_config
     from testcontainers.core.container import DockerContainer
@@ -235,7 +257,8 @@ def _start(image: str, role: str, run: str, *, command: Sequence[str],
     for host_path, mode in volumes.items():
         container.with_volume_mapping(str(host_path), str(host_path), mode)
     container.with_kwargs(network_mode="host", labels=_labels(role, run), **kwargs)
-    return container.start()
+    started: Container = container.start().get_wrapped_container()
+    return started
 
 
 def _stop_container(container: Container | None, sig: str, timeout: float) -> None:
@@ -285,8 +308,10 @@ class ContainerPostgres(_pg.PostgresServer):
             for name, value in settings.items():
                 args += ["-c", f"{name}={value}"]
             if _official(image):
-                wrapper = _start(image, "postgres", self.run, command=["postgres", *args],
-                                 env={"POSTGRES_HOST_AUTH_METHOD": "trust"})
+                with _uninterrupted():
+                    self._container = _start(image, "postgres", self.run,
+                                             command=["postgres", *args],
+                                             env={"POSTGRES_HOST_AUTH_METHOD": "trust"})
             else:
                 user = _pg.server_user()
                 binaries = _pg.find_binaries()
@@ -296,10 +321,11 @@ class ContainerPostgres(_pg.PostgresServer):
                                what="copying the initdb template", timeout=self.startup_timeout)
                 uid = os.stat(self.data_dir).st_uid
                 gid = os.stat(self.data_dir).st_gid
-                wrapper = _start(image, "postgres", self.run,
-                                 command=["-D", str(self.data_dir), *args],
-                                 volumes={self._base_dir: "rw"}, user=f"{uid}:{gid}")
-            self._container = wrapper.get_wrapped_container()
+                with _uninterrupted():
+                    self._container = _start(image, "postgres", self.run,
+                                             command=["-D", str(self.data_dir), *args],
+                                             volumes={self._base_dir: "rw"},
+                                             user=f"{uid}:{gid}")
 
             def probe() -> bool | None:
                 if self._container is not None and _exit_code(self._container) is not None:
@@ -385,11 +411,11 @@ class ContainerRestate(RestateServer):
                         "RESTATE_INGRESS__BIND_ADDRESS": f"127.0.0.1:{self.ports.ingress}"}
             config = self._base_dir / "restate.toml"
             config.write_text(self.config_toml())
-            wrapper = _start(image, "restate", self.run or uuid.uuid4().hex[:12],
-                             command=["--config-file", str(config), "--no-logo"],
-                             volumes={self._base_dir: "rw"}, env=env,
-                             working_dir=str(self._base_dir))
-            self._container = wrapper.get_wrapped_container()
+            with _uninterrupted():
+                self._container = _start(image, "restate", self.run or uuid.uuid4().hex[:12],
+                                         command=["--config-file", str(config), "--no-logo"],
+                                         volumes={self._base_dir: "rw"}, env=env,
+                                         working_dir=str(self._base_dir))
             self._wait_container()
             self.startup_seconds = time.monotonic() - started
         except BaseException:
@@ -457,9 +483,10 @@ class ContainerToxiproxy(ToxiproxyServer):
         image = _image("toxiproxy")
         if not self._fixed_port:
             self.port = free_port()
-        wrapper = _start(image, "toxiproxy", self.run,
-                         command=["-host", "127.0.0.1", "-port", str(self.port)])
-        container = self._container = wrapper.get_wrapped_container()
+        with _uninterrupted():
+            container = self._container = _start(
+                image, "toxiproxy", self.run,
+                command=["-host", "127.0.0.1", "-port", str(self.port)])
 
         def probe() -> bool | None:
             if _exit_code(container) is not None:
@@ -627,13 +654,13 @@ class ContainerWorker(WorkerProcess):
         python = str(Path(sys.prefix) / "bin" / "python")
         self._incarnation += 1
         self._spawned_at = time.monotonic()
-        wrapper = _start(
-            image, "worker", self.run,
-            command=["-m", "harness.components.fdlaunch", *listen, "--", *command],
-            volumes=self._mounts(), env=env, entrypoint=[python],
-            working_dir=str(self.cwd or _REPO_ROOT), init=True,
-            name=f"dc-{self.run}-{self.name}-{self._incarnation}".replace(".", "-"))
-        self._container = wrapper.get_wrapped_container()
+        with _uninterrupted():
+            self._container = _start(
+                image, "worker", self.run,
+                command=["-m", "harness.components.fdlaunch", *listen, "--", *command],
+                volumes=self._mounts(), env=env, entrypoint=[python],
+                working_dir=str(self.cwd or _REPO_ROOT), init=True,
+                name=f"dc-{self.run}-{self.name}-{self._incarnation}".replace(".", "-"))
         return self
 
     def wait_ready(self) -> ContainerWorker:
