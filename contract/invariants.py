@@ -28,4 +28,5 @@ INVARIANTS: Final[tuple[str, ...]] = (
     "message-logged",
     "approval-asked",
     "context-kept",
+    "turn-per-message",
 )

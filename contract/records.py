@@ -692,4 +692,9 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("turn.ended", ("session", "turn", "reason")),
         *_FAULTS, *_EVERY,
     ),
+    "turn-per-message": _reads(
+        ("op.message", ("session", "message_id")),
+        ("turn.started", ("session", "turn", "message")),
+        *_FAULTS, *_EVERY,
+    ),
 })

@@ -57,12 +57,12 @@ def passing(result: Result) -> None:
 # ---------------------------------------------------------------- composition
 
 
-def test_all_lists_the_sixteen_invariants_in_the_design_order() -> None:
+def test_all_lists_the_seventeen_invariants_in_the_design_order() -> None:
     assert [c.name for c in ALL] == [
         "no-duplicate-effects", "pinning-bound", "busy-rule", "fencing", "turn-outcome",
         "access-rechecked", "conservative-recovery", "liveness", "effect-authorized",
         "answer-fate", "effect-done", "hold-justified", "outcome-justified", "message-logged",
-        "approval-asked", "context-kept",
+        "approval-asked", "context-kept", "turn-per-message",
     ]
     for checker in ALL:
         assert checker.description.endswith(".") and "\n" not in checker.description
@@ -75,8 +75,8 @@ def test_public_surface_is_pinned() -> None:
         "ContextKept", "Checker", "ConservativeRecovery", "EffectAuthorized", "EffectDone",
         "Fencing",
         "HoldJustified", "Liveness", "MessageLogged", "NoDuplicateEffects", "OutcomeJustified",
-        "PinningBound", "Result", "TurnOutcome", "Valid", "Violation", "by_name", "cite",
-        "run_checkers", "verdict",
+        "PinningBound", "Result", "TurnOutcome", "TurnPerMessage", "Valid", "Violation",
+        "by_name", "cite", "run_checkers", "verdict",
     }
 
 

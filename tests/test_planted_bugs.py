@@ -65,6 +65,7 @@ WITNESS = {
     "keyless_model_call": "twice without an idempotency key",
     "result_filed_under_next_turn": "not its own turn",
     "result_left_out_of_context": "left that call's result out",
+    "busy_refuses_message": "never started a turn",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario

@@ -29,6 +29,7 @@ from harness.checkers.fencing import Fencing
 from harness.checkers.holds import HoldJustified
 from harness.checkers.justified import OutcomeJustified
 from harness.checkers.liveness import Liveness
+from harness.checkers.messages import TurnPerMessage
 from harness.checkers.pinning import PinningBound
 from harness.checkers.recovery import ConservativeRecovery
 from harness.checkers.transcript import MessageLogged
@@ -56,6 +57,7 @@ __all__ = [
     "PinningBound",
     "Result",
     "TurnOutcome",
+    "TurnPerMessage",
     "Valid",
     "Violation",
     "by_name",
@@ -81,6 +83,7 @@ ALL: Final[tuple[Checker, ...]] = (
     MessageLogged(),
     ApprovalAsked(),
     ContextKept(),
+    TurnPerMessage(),
 )
 
 

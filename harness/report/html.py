@@ -84,6 +84,8 @@ DESCRIPTIONS: Final[dict[str, str]] = {
                       "was shown.",
     "context-kept": "The model is told what came of every tool call it made: none asked for "
                     "again, none skipped.",
+    "turn-per-message": "Every message the person sent gets exactly one turn: none lost, none "
+                        "doubled.",
 }
 
 _MAX_VIOLATIONS_SHOWN: Final = 10

@@ -34,6 +34,7 @@ MODULES: tuple[str, ...] = (
     "message_not_logged",
     "approval_not_asked",
     "result_left_out_of_context",
+    "busy_refuses_message",
 )
 
 
