@@ -29,4 +29,6 @@ INVARIANTS: Final[tuple[str, ...]] = (
     "approval-asked",
     "context-kept",
     "turn-per-message",
+    "background-honored",
+    "cancel-honored",
 )

@@ -692,6 +692,21 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("turn.ended", ("session", "turn", "reason")),
         *_FAULTS, *_EVERY,
     ),
+    "background-honored": _reads(
+        ("op.background", ("tool_call",)),
+        ("tool.background", ("tool_call",)),
+        ("tool.result", ("tool_call", "outcome")),
+        ("tool.finished", ("tool_call", "outcome")),
+        ("turn.resumed", ("tool_call", "outcome")),
+        *_FAULTS, *_EVERY,
+    ),
+    "cancel-honored": _reads(
+        ("op.cancel", ("session",)),
+        ("effect.delivered", ("effect", "logical", "turn")),
+        ("turn.started", ("session", "turn")),
+        ("turn.ended", ("session", "turn")),
+        *_FAULTS, *_EVERY,
+    ),
     "turn-per-message": _reads(
         ("op.message", ("session", "message_id")),
         ("turn.started", ("session", "turn", "message")),

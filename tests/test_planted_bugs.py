@@ -66,6 +66,8 @@ WITNESS = {
     "result_filed_under_next_turn": "not its own turn",
     "result_left_out_of_context": "left that call's result out",
     "busy_refuses_message": "never started a turn",
+    "background_only_in_call": "was not honored",
+    "cancel_ignored_while_running": "went on after the person cancelled it",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario

@@ -11,6 +11,7 @@ from harness.checkers.access import AccessRechecked
 from harness.checkers.answers import AnswerFate
 from harness.checkers.asked import ApprovalAsked
 from harness.checkers.authorization import EffectAuthorized
+from harness.checkers.background import BackgroundHonored
 from harness.checkers.base import (
     CheckConfig,
     Checker,
@@ -22,6 +23,7 @@ from harness.checkers.base import (
     verdict,
 )
 from harness.checkers.busy import BusyRule
+from harness.checkers.cancel import CancelHonored
 from harness.checkers.context import ContextKept
 from harness.checkers.done import EffectDone
 from harness.checkers.effects import NoDuplicateEffects
@@ -41,7 +43,9 @@ __all__ = [
     "AccessRechecked",
     "AnswerFate",
     "ApprovalAsked",
+    "BackgroundHonored",
     "BusyRule",
+    "CancelHonored",
     "CheckConfig",
     "Checker",
     "ConservativeRecovery",
@@ -84,6 +88,8 @@ ALL: Final[tuple[Checker, ...]] = (
     ApprovalAsked(),
     ContextKept(),
     TurnPerMessage(),
+    BackgroundHonored(),
+    CancelHonored(),
 )
 
 

@@ -86,6 +86,10 @@ DESCRIPTIONS: Final[dict[str, str]] = {
                     "again, none skipped.",
     "turn-per-message": "Every message the person sent gets exactly one turn: none lost, none "
                         "doubled.",
+    "background-honored": "A call the person sent to the background goes there, or was "
+                          "already decided.",
+    "cancel-honored": "A cancelled turn stops spending: at most the model step in flight "
+                      "after the cancel.",
 }
 
 _MAX_VIOLATIONS_SHOWN: Final = 10

@@ -66,7 +66,8 @@ _SERVICE_TOOLS = {"provider": _TOOLS, "email": ("send_email", "notify"),
 # the draw toward the windows uniform steps reach least (measured by
 # `benchmarks/exploration.py --reach`: recovery 3%, re-runs 14% of schedules without them).
 WINDOWS = ("rerun", "recovery", "recovery", "recovery", "recovery", "recovery", "rerun",
-           "busy", "late", "redeploy", "provider", "fencing", "card")
+           "busy", "late", "redeploy", "provider", "fencing", "card", "cancel", "cancel",
+           "background", "background")
 # Fault points where a crash leaves an intent (or an effect) without a journaled result,
 # with the tool that reaches each.
 _RECOVERY_POINTS = (("effect.email.after_send", "send_email"),
@@ -299,6 +300,26 @@ def _window(d: Draw, kind: str, session: str, t: float) -> tuple[Step, ...]:
                                                                     "deny"))))
         if d.maybe():  # the confirmation a held call asks for, or an answer too many
             steps.append(_answer(float(answer_at + d.integer(1, 2 * HOUR)), session))
+    elif kind == "background":  # background-honored: go on without this call
+        if d.maybe(9):
+            steps.append(_message(t, session, [tool]))
+        # While the call waits in-call, or after its turn handed the wait off.
+        delay = _either(d, (3, HAND_OFF - 10), (HAND_OFF + 30, 2 * DAY))
+        if d.maybe(9):
+            steps.append(Step(float(t + delay), "background", (("session", session),)))
+        if d.maybe():
+            steps.append(_answer(float(t + delay + d.integer(1, 3 * DAY)), session))
+    elif kind == "cancel":  # cancel-honored: the person stops a turn that is still running
+        # A turn of several steps (each model step takes seconds), cancelled while it runs
+        # (between its steps, or during an in-call wait for the approval tool at its end),
+        # or after it handed its wait off.
+        if d.maybe(9):
+            steps.append(_message(t, session, [*d.tools(2), "lookup", tool]))
+        delay = _either(d, (1, 8), (1, 8), (10, HAND_OFF - 10), (HAND_OFF + 30, DAY))
+        if d.maybe(9):
+            steps.append(Step(float(t + delay), "cancel", (("session", session),)))
+        if d.maybe():
+            steps.append(_answer(float(t + delay + d.integer(1, HOUR)), session))
     else:  # fencing: the owner pauses mid-turn and the thread moves
         if d.maybe(9):
             steps.append(_message(t, session, [tool]))

@@ -35,6 +35,8 @@ MODULES: tuple[str, ...] = (
     "approval_not_asked",
     "result_left_out_of_context",
     "busy_refuses_message",
+    "background_only_in_call",
+    "cancel_ignored_while_running",
 )
 
 

@@ -1,0 +1,104 @@
+"""background-honored: a person who sends a waiting call to the background gets their turn back.
+
+Sending a call to the background (`op.background`, `ok`: the runner delivered it for an open
+card) means "go on without this; tell me when it is done". The runtime honors it by moving
+the call to the background (`tool.background`), which hands the turn a placeholder result
+(`tool.result`, `tool.finished` or `turn.resumed` with outcome `background`), or it finds the
+call already decided or already in the background: a final outcome of the call, or an
+earlier move, makes the request moot. Either has to show within `liveness_bound` of the
+request, measured from the later of the request and the heal of the faults (as liveness
+measures). A request refused or ignored leaves the turn
+waiting on the person, which no other rule objects to: waiting on a person is allowed.
+
+A run that ended before the bound ran out does not judge the request; a fault that never
+healed judges nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Final, final
+
+from contract.records import JUDGED_ON, Reading
+from harness.checkers._common import Dedup, at, guarded
+from harness.checkers.base import (
+    CheckConfig,
+    Result,
+    Violation,
+    cite,
+    tolerance_note,
+    verdict,
+)
+from harness.checkers.model import model_of
+from harness.history import History, Record, fmt_duration
+
+# The records that say a call went to the background (with outcome `background` for those
+# that carry an outcome).
+_MOVED: Final = frozenset({"tool.background", "tool.result", "tool.finished", "turn.resumed"})
+
+
+@final
+class BackgroundHonored:
+    name: str = "background-honored"
+    # The records (and fields) this checker reads: docs/events.md, from contract.records.
+    judged_on: tuple[Reading, ...] = JUDGED_ON["background-honored"]
+    description: str = (
+        "A call the person sent to the background goes there (its turn gets a placeholder) "
+        "or was already decided, within the liveness bound (after the faults healed)."
+    )
+
+    # It reads the run's model (harness.checkers.model), built once over the whole history
+    # for every checker that reads it: no `reads`, so run_checkers gives it the history.
+
+    def check(self, history: History, config: CheckConfig) -> Result:
+        return guarded(self.name, self._check, history, config)
+
+    def _check(self, history: History, config: CheckConfig) -> Result:
+        model = model_of(history)
+        dedup = Dedup()
+        requests: list[Record] = []
+        moved: dict[str, list[Record]] = {}  # tool call -> what moved it to the background
+        for r in history.of_kind("op.background", *_MOVED):
+            if not dedup.fresh(r) or r.tool_call is None:
+                continue
+            if r.kind == "op.background":
+                if r.type == "ok":
+                    requests.append(r)
+            elif r.kind == "tool.background" or r.data.get("outcome") == "background":
+                moved.setdefault(r.tool_call, []).append(r)
+        if not requests:
+            return Result(self.name, True, reached=False, note="no call was sent to the "
+                          "background")
+        if model.faults.unhealed:
+            return Result(self.name, True, reached=False,
+                          note="a fault never healed, so background requests were not judged")
+        bound = config.liveness_bound + config.latency
+        heal = model.healed_at
+        violations: list[Violation] = []
+        judged = 0
+        for r in requests:
+            call = r.tool_call
+            assert call is not None
+            deadline = max(r.time, heal) + bound
+            if deadline > model.end:
+                continue
+            judged += 1
+            # Moved by then (a call already in the background is where the person wants it:
+            # a second request is moot).
+            if any(m.time <= deadline for m in moved.get(call, ())):
+                continue
+            known = model.calls.get(call)
+            final = known.final if known is not None else None
+            if final is not None and final.time <= deadline:
+                continue
+            after = "after the faults healed" if heal > r.time else "after it was sent"
+            violations.append(Violation(
+                f"the background request for {call} at {at(r.time)} was not honored: no "
+                f"tool.background or placeholder result, and no final outcome of the call, "
+                f"within {fmt_duration(bound)} {after}{tolerance_note(config)}; the turn "
+                f"kept waiting on the person: {r.describe()}",
+                cite((r,)),
+            ))
+        if not judged:
+            return Result(self.name, True, reached=False,
+                          note="no background request was sent long enough before the end")
+        return verdict(self.name, violations)

@@ -1,0 +1,96 @@
+"""cancel-honored: a turn the person cancelled stops spending at its next step.
+
+A cancel (`op.cancel`, `ok`: the runner delivered it for the session) stops the turn in
+progress: a turn that waits on the person ends at once, a running turn ends when it next
+looks up between steps. Either way at most the model step already in flight is billed after
+the cancel; a second model step of that turn that the world delivered after it means the
+turn went on as if nobody had asked it to stop (and went on spending: model calls, tool
+calls, effects). Counted per logical step (`logical` of the model's `effect.delivered`,
+`{turn}:{step}`), so a retried step is one step.
+
+Steps are counted from the later of the cancel and the heal of the faults: a cancel that
+waits on a paused host is applied when the host is back, and the turn may go on meanwhile.
+A cancel that found no turn in progress has nothing to stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import final
+
+from contract.records import JUDGED_ON, Reading
+from harness.checkers._common import Dedup, at, guarded
+from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.checkers.model import TurnModel, model_of
+from harness.history import History, Record
+
+
+@final
+class CancelHonored:
+    name: str = "cancel-honored"
+    # The records (and fields) this checker reads: docs/events.md, from contract.records.
+    judged_on: tuple[Reading, ...] = JUDGED_ON["cancel-honored"]
+    description: str = (
+        "A turn in progress when the person cancelled makes at most the model step already "
+        "in flight after the cancel (counted from the heal of the faults)."
+    )
+
+    # It reads the run's model (harness.checkers.model), built once over the whole history
+    # for every checker that reads it: no `reads`, so run_checkers gives it the history.
+
+    def check(self, history: History, config: CheckConfig) -> Result:
+        return guarded(self.name, self._check, history, config)
+
+    def _check(self, history: History, config: CheckConfig) -> Result:
+        model = model_of(history)
+        dedup = Dedup()
+        cancels: list[Record] = []
+        steps: dict[str, dict[str, Record]] = {}  # turn -> logical step -> first delivery
+        for r in history.of_kind("op.cancel", "effect.delivered"):
+            if not dedup.fresh(r):
+                continue
+            if r.kind == "op.cancel":
+                if r.type == "ok" and r.session:
+                    cancels.append(r)
+            elif r.data.get("effect") == "model" and r.turn and r.data.get("logical"):
+                steps.setdefault(r.turn, {}).setdefault(str(r.data["logical"]), r)
+        if not cancels:
+            return Result(self.name, True, reached=False, note="no turn was cancelled")
+        heal = model.healed_at
+        violations: list[Violation] = []
+        judged = 0
+        for cancel in cancels:
+            for turn in _in_progress(model.turns.values(), cancel):
+                judged += 1
+                cutoff = max(cancel.time, heal)
+                after = sorted((r for r in steps.get(turn.id, {}).values()
+                                if r.index > cancel.index and r.time > cutoff),
+                               key=lambda r: r.index)
+                if len(after) < 2:
+                    continue
+                since = "the faults healed at " + at(heal) if heal > cancel.time else \
+                    "the cancel"
+                names = ", ".join(str(r.data["logical"]) for r in after)
+                violations.append(Violation(
+                    f"turn {turn.id} went on after the person cancelled it at "
+                    f"{at(cancel.time)}: the model was billed {len(after)} steps of it after "
+                    f"{since} ({names}), more than the one in flight: {cancel.describe()}; "
+                    f"{after[1].describe()}",
+                    cite((cancel, *after[:2])),
+                ))
+        if not judged:
+            return Result(self.name, True, reached=False,
+                          note="no cancel found a turn in progress")
+        return verdict(self.name, violations)
+
+
+def _in_progress(turns: Iterable[TurnModel], cancel: Record) -> list[TurnModel]:
+    """The session's turns started before the cancel and not ended by then."""
+    found: list[TurnModel] = []
+    for turn in turns:
+        if turn.session != cancel.session or turn.started.index > cancel.index:
+            continue
+        if turn.ended is not None and turn.ended.index < cancel.index:
+            continue
+        found.append(turn)
+    return found

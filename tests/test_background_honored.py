@@ -1,0 +1,107 @@
+"""background-honored on small hand-made histories: a background request for an open card
+is honored by `tool.background` (or a placeholder result), or is moot when the call was
+already decided; a request with neither within the liveness bound (from the heal) is a
+violation; one sent too near the end, or under a fault that never healed, is not judged."""
+
+from __future__ import annotations
+
+from harness.checkers import BackgroundHonored, CheckConfig, Result
+from harness.history import History, Record
+
+CONFIG = CheckConfig()
+HOUR = 3600.0
+DAYS = 24 * HOUR
+CALL = "s1.turn1.t1"
+
+
+def asked(h: History, t: float = 2) -> None:
+    h.add("tool.awaiting", time=t, session="s1", turn="s1.turn1", tool_call=CALL,
+          data={"event_id": "a1", "tool": "send_email"})
+
+
+def background(h: History, t: float) -> Record:
+    h.add("op.background", "invoke", time=t, session="s1", turn="s1.turn1", tool_call=CALL)
+    return h.add("op.background", "ok", time=t, session="s1", turn="s1.turn1", tool_call=CALL)
+
+
+def check(h: History, end: float) -> Result:
+    h.add("run.end", time=end)
+    return BackgroundHonored().check(h, CONFIG)
+
+
+def test_a_call_moved_to_the_background_passes() -> None:
+    h = History()
+    asked(h)
+    background(h, 60)
+    h.add("tool.background", time=60, session="s1", turn="s1.turn1", tool_call=CALL,
+          data={"event_id": "b1", "phase": "live"})
+    r = check(h, 8 * DAYS)
+    assert r.valid is True and r.reached
+
+
+def test_a_placeholder_result_is_enough() -> None:
+    h = History()
+    asked(h)
+    background(h, 60)
+    h.add("tool.result", time=61, session="s1", turn="s1.turn1", tool_call=CALL,
+          data={"event_id": "p1", "outcome": "background"})
+    assert check(h, 8 * DAYS).valid is True
+
+
+def test_a_call_already_decided_makes_the_request_moot() -> None:
+    h = History()
+    asked(h)
+    h.add("tool.result", time=59, session="s1", turn="s1.turn1", tool_call=CALL,
+          data={"event_id": "r1", "outcome": "answered"})
+    background(h, 60)
+    assert check(h, 8 * DAYS).valid is True
+
+
+def test_a_request_ignored_is_a_violation() -> None:
+    h = History()
+    asked(h)
+    request = background(h, 60)
+    # The person answers days later: the turn waited on them all that time.
+    h.add("tool.result", time=3 * DAYS, session="s1", turn="s1.turn1", tool_call=CALL,
+          data={"event_id": "r1", "outcome": "answered"})
+    r = check(h, 8 * DAYS)
+    assert r.valid is False
+    assert (f"the background request for {CALL} at t=60s was not honored"
+            in r.witness(limit=5))
+    assert r.violations[0].records == (request.index,)
+
+
+def test_a_call_already_in_the_background_makes_a_second_request_moot() -> None:
+    # Two requests at one instant: the first moved the call, the second found it moved.
+    h = History()
+    asked(h)
+    background(h, 3)
+    h.add("tool.background", time=3, session="s1", turn="s1.turn1", tool_call=CALL,
+          data={"event_id": "b0", "phase": "live"})
+    background(h, 3)
+    assert check(h, 8 * DAYS).valid is True
+
+
+def test_not_judged_near_the_end_or_under_a_fault_that_never_healed() -> None:
+    h = History()
+    asked(h)
+    background(h, 60)
+    r = check(h, 60 + HOUR - 1)
+    assert r.valid is True and not r.reached
+    h2 = History()
+    h2.add("host.paused", time=0, host="dep1.h1", data={"until": 10 * DAYS})
+    asked(h2)
+    background(h2, 60)
+    r2 = check(h2, 8 * DAYS)
+    assert r2.valid is True and "never healed" in r2.note
+
+
+def test_the_bound_counts_from_the_heal() -> None:
+    h = History()
+    h.add("fault.gc-pause", "info", time=0, data={"duration": 60.0}, host="dep1.h1")
+    h.add("fault.heal", time=2 * HOUR, data={"at": 2 * HOUR})
+    asked(h)
+    background(h, 60)
+    h.add("tool.background", time=2.5 * HOUR, session="s1", turn="s1.turn1", tool_call=CALL,
+          data={"event_id": "b1", "phase": "waiting"})
+    assert check(h, 8 * DAYS).valid is True

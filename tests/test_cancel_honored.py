@@ -1,0 +1,103 @@
+"""cancel-honored on small hand-made histories: after a cancel, the turn in progress makes at
+most the model step already in flight (per logical step: a retry is one step); a turn that
+goes on with two more is caught; a turn that ended before the cancel, or a turn started after
+it, is not judged; steps count from the heal of the faults."""
+
+from __future__ import annotations
+
+from harness.checkers import CancelHonored, CheckConfig, Result
+from harness.history import History, Record
+
+CONFIG = CheckConfig()
+DAYS = 24 * 3600.0
+
+
+def started(h: History, t: float, turn: str = "s1.turn1") -> Record:
+    return h.add("turn.started", time=t, session="s1", turn=turn,
+                 data={"event_id": f"{turn}.started", "message": "s1.m1"})
+
+
+def ended(h: History, t: float, reason: str, turn: str = "s1.turn1") -> Record:
+    return h.add("turn.ended", time=t, session="s1", turn=turn,
+                 data={"event_id": f"{turn}.ended", "reason": reason})
+
+
+def step(h: History, t: float, n: int, turn: str = "s1.turn1", key: str | None = None) -> Record:
+    return h.add("effect.delivered", time=t, session="s1", turn=turn,
+                 key=f"model:{turn}:{n}" if key is None else key,
+                 data={"effect": "model", "logical": f"{turn}:{n}"})
+
+
+def cancel(h: History, t: float) -> Record:
+    h.add("op.cancel", "invoke", time=t, session="s1")
+    return h.add("op.cancel", "ok", time=t, session="s1")
+
+
+def check(h: History, end: float = 8 * DAYS) -> Result:
+    h.add("run.end", time=end)
+    return CancelHonored().check(h, CONFIG)
+
+
+def test_the_step_in_flight_may_finish() -> None:
+    h = History()
+    started(h, 0)
+    step(h, 2, 0)
+    cancel(h, 3)
+    step(h, 4, 1)  # in flight at the cancel
+    ended(h, 4, "cancelled")
+    r = check(h)
+    assert r.valid is True, r.witness(limit=5)
+    assert r.reached
+
+
+def test_a_retried_step_is_one_step() -> None:
+    h = History()
+    started(h, 0)
+    cancel(h, 1)
+    step(h, 2, 0, key="")
+    step(h, 9, 0, key="")  # a keyless retry of the same step after a crash
+    ended(h, 9, "cancelled")
+    assert check(h).valid is True
+
+
+def test_a_turn_that_goes_on_is_a_violation() -> None:
+    h = History()
+    started(h, 0)
+    stop = cancel(h, 1)
+    step(h, 2, 0)
+    second = step(h, 4, 1)
+    step(h, 6, 2)
+    ended(h, 6, "completed")
+    r = check(h)
+    assert r.valid is False
+    witness = r.witness(limit=5)
+    assert "turn s1.turn1 went on after the person cancelled it at t=1s" in witness
+    assert "billed 3 steps of it after the cancel" in witness
+    assert r.violations[0].records[:1] == (stop.index,)
+    assert second.index in r.violations[0].records
+
+
+def test_turns_not_in_progress_at_the_cancel_are_not_judged() -> None:
+    h = History()
+    started(h, 0)
+    step(h, 2, 0)
+    ended(h, 2, "completed")
+    cancel(h, 3)  # nothing in progress
+    started(h, 10, "s1.turn2")
+    step(h, 12, 0, "s1.turn2")
+    step(h, 14, 1, "s1.turn2")
+    r = check(h)
+    assert r.valid is True and not r.reached
+
+
+def test_steps_count_from_the_heal_of_the_faults() -> None:
+    h = History()
+    h.add("fault.gc-pause", "info", time=0, data={"duration": 60.0}, host="dep1.h1")
+    h.add("fault.heal", time=100, data={"at": 100.0})
+    started(h, 0)
+    cancel(h, 1)
+    step(h, 30, 0)
+    step(h, 60, 1)  # the cancel waited on the paused host meanwhile
+    step(h, 102, 2)  # in flight at the heal
+    ended(h, 103, "cancelled")
+    assert check(h).valid is True
