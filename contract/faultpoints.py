@@ -29,6 +29,9 @@ POINTS: Final[dict[str, str]] = {
     # The window in which a person answers the moment the card is up: an app that clears or
     # registers its wait only after it hears back from the card service drops that answer.
     "card.after_show": "an approval card is shown, before the code that showed it hears back",
+    # The window in which the result of an answer's re-run overtakes the turn's own report
+    # that it waits on the person.
+    "turn.after_handoff": "a turn's wait was handed off, before it tells its controller it waits",
 }
 
 Hook = Callable[[str], "Awaitable[Any] | None"]

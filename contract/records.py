@@ -709,6 +709,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
     ),
     "turn-per-message": _reads(
         ("op.message", ("session", "message_id")),
+        ("message.received", ("session", "message")),
         ("turn.started", ("session", "turn", "message")),
         *_FAULTS, *_EVERY,
     ),

@@ -198,6 +198,11 @@ class Services:
         raise error(f"{fault.status}: {what}", service=service, status=fault.status)
 
 
+# Virtual seconds the scripted model takes per reply: a message's first card shows this long
+# after the message (the generator times its races at the hand-off by it).
+MODEL_LATENCY: Final = 2.0
+
+
 class FakeProvider:
     """A model provider driven by the plan in the user's message.
 
@@ -205,7 +210,8 @@ class FakeProvider:
     with text. A completion is billed once per idempotency key.
     """
 
-    def __init__(self, world: WorldState, services: Services, latency: float = 2.0) -> None:
+    def __init__(self, world: WorldState, services: Services,
+                 latency: float = MODEL_LATENCY) -> None:
         self.world = world
         self.services = services
         self.latency = latency
@@ -419,7 +425,7 @@ class World:
         now: Callable[[], float],
         sleep: Sleep,
         observe: Callable[..., Any] | None = None,
-        model_latency: float = 2.0,
+        model_latency: float = MODEL_LATENCY,
         effect_latency: float = 0.5,
     ) -> None:
         self.state = WorldState(history, now, sleep)

@@ -149,6 +149,10 @@ def build_turn_service(ports: Ports, *, accepts_pending_result: bool = True) -> 
                                           accepts_pending_result=accepts_pending_result,
                                           budget=budget)
             if done.status == RESULT_PENDING:
+                # The wait is state now; the controller has not heard yet. An answer (and its
+                # re-run's result) may reach the controller first: it keeps that result until
+                # this turn says it waits (`early_results`).
+                await faultpoints.reach("turn.after_handoff")
                 since = await ctx.time()
                 await observe(ctx, ports, f"turn.waiting:{call.tool_call}#{done.run}", Event.of(
                     "turn.waiting", f"turn.waiting:{call.tool_call}#{done.run}", **call.ids(),

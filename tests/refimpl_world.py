@@ -181,9 +181,11 @@ class RefWorld:
 
 
 def start(build: AppBuilder, *, hosts: int = 1, config: Config | None = None, seed: int = 0,
-          abort_timeout: float = 60.0) -> tuple[Simulator, RefWorld]:
-    """A simulator with the world and the first deployment (`build(ports, "v1")`)."""
-    sim = Simulator(seed=seed, abort_timeout=abort_timeout)
+          abort_timeout: float = 60.0, interleave: bool = True) -> tuple[Simulator, RefWorld]:
+    """A simulator with the world and the first deployment (`build(ports, "v1")`).
+    `interleave=False`: handlers ready at one instant run in the order they became ready (a
+    story that needs one side of a same-instant race)."""
+    sim = Simulator(seed=seed, abort_timeout=abort_timeout, interleave=interleave)
     world = RefWorld(sim, config)
     world.deploy(build, "v1", hosts)
     return sim, world

@@ -442,6 +442,31 @@ def test_busy_new_message_queued_behind_a_waiting_turn_is_a_violation() -> None:
     assert result.violations[0].records == (waiting.index, queued.index)
 
 
+def test_busy_message_queued_while_the_turn_ran_must_end_the_turn_once_it_waits() -> None:
+    """A person's message queued while the turn ran waits behind a person once the turn
+    waits as state: the turn must end (or resume) then, like a steer; a background result
+    queued the same way may wait."""
+    for moved_on in ("turn.ended", "turn.resumed", None):
+        h = History()
+        ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
+        ev(h, "op.message", 60, {"message_id": "m2"}, type="invoke", session="s1")
+        queued = ob(h, "message.queued", 60, "e2", {"message": "m2"}, session="s1")
+        ob(h, "message.queued", 70, "e3", {"message": "result:tc0"}, session="s1")
+        waiting = ob(h, "turn.waiting", 302, "e4", session="s1", turn="T1", tool_call="tc1")
+        if moved_on is not None:
+            ob(h, moved_on, 302, "e5", {"reason": "steered"} if moved_on == "turn.ended"
+               else {"outcome": "answered"}, session="s1", turn="T1", tool_call="tc1")
+        result = BusyRule().check(h, CONFIG)
+        if moved_on is not None:
+            passing(result)
+            continue
+        witness = failing(result)
+        assert ("the new message m2, queued at t=60s while turn T1 ran, stayed queued behind "
+                "it once it waited on tool call tc1 as state from t=5.0m") in witness
+        assert len(result.violations) == 1
+        assert result.violations[0].records == (queued.index, waiting.index)
+
+
 def test_busy_message_queued_as_the_turn_hands_off_is_fine_if_the_controller_moves_on() -> None:
     """The turn reports its wait before the controller hears of it: a message queued in that
     instant is fine when the controller then resumes (an answer came first) or ends the turn

@@ -604,8 +604,10 @@ def test_naive_variant_expires_in_call_at_max_wait() -> None:
 def test_answer_and_new_message_at_once_the_effect_becomes_a_message() -> None:
     """The answer's re-run is under way (its intent committed) when a new message ends the
     waiting turn: the approve won the call, the email went out, its result is the call's one
-    final result, and the agent learns of it as a new message instead of losing it."""
-    sim, world = start(build_app)
+    final result, and the agent learns of it as a new message instead of losing it. The
+    answer and the message come at one instant; the answer's handler runs first here (the
+    order they were sent, not a drawn one)."""
+    sim, world = start(build_app, interleave=False)
     say(sim, "s1", "m1", [EMAIL])
     answer(sim, "s1.turn1.t1", at=1 * HOUR)
     say(sim, "s1", "m2", [], at=1 * HOUR)

@@ -171,7 +171,10 @@ def test_select_races_awakeable_and_timer() -> None:
     fast = sim.invoke("Svc", "race")
     slow = sim.invoke("Svc", "race")
     sim.run(until=60)
-    sim.resolve_awakeable(world.effects[0], "yes")
+    # The awakeable `fast` made (the two started at one instant, in an order the seed draws).
+    awakeable = next(e.name for e in sim.invocation(fast).journal if e.kind == "awakeable")
+    assert awakeable in world.effects
+    sim.resolve_awakeable(awakeable, "yes")
     sim.run()
     assert sim.invocation(fast).result == ("answer", "yes")
     assert sim.invocation(slow).result == ("timeout", None)

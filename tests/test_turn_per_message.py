@@ -156,3 +156,13 @@ def test_a_message_kept_behind_a_wait_on_the_person_is_the_busy_rules_question()
     sent(h2, 400, "s1.m2")
     r = check(h2, 8 * 24 * HOUR)
     assert r.valid is False and "s1.m2" in r.witness()
+
+
+def test_message_ids_are_per_session() -> None:
+    # Two sessions may name their messages alike: one turn each is not a doubled answer.
+    h = History()
+    sent(h, 0, "m1")
+    sent(h, 60, "m1", session="s2")
+    started(h, 0, "s1.turn1", "m1")
+    started(h, 60, "s2.turn1", "m1", session="s2")
+    assert check(h, 8 * 24 * HOUR).valid is True

@@ -12,7 +12,9 @@ as state: it ends that turn instead (background results do wait their turn in th
 The turn reports `turn.waiting` before its controller hears of it, so a message may be queued
 "behind" a wait the controller did not know of yet; that is fine if the controller then ends
 or resumes the turn within `tolerance` of the queueing, and a violation if the message stays
-queued behind the wait.
+queued behind the wait. The same holds for a person's message queued while the turn ran: once
+the turn waits on a person as state, the message waits behind a person too, so the turn must
+end (or resume) within `tolerance` of its `turn.waiting`.
 """
 
 from __future__ import annotations
@@ -67,8 +69,9 @@ class BusyRule:
         turns = queued = 0
         max_queue = 0
         from_person: set[str] = set()
-        # (session, waiting turn, its turn.waiting, the message.queued) not yet excused.
-        behind: list[tuple[str, str, Record, Record]] = []
+        # (session, waiting turn, its turn.waiting, the message.queued, the later of the two:
+        # when the message began to wait behind a person) not yet excused.
+        behind: list[tuple[str, str, Record, Record, Record]] = []
         for r in history.records:
             kind = r.kind
             if kind not in _KINDS or not dedup.fresh(r):
@@ -123,6 +126,10 @@ class BusyRule:
             elif kind == "turn.waiting":
                 if turn is not None and turn in s.turns:
                     s.waiting[turn] = r
+                    if len(s.waiting) == len(s.turns):
+                        # The person's messages queued while it ran now wait behind a person.
+                        behind.extend((sid, turn, r, q, r) for m, q in s.fifo
+                                      if m in s.queued and m in from_person)
             elif kind == "turn.resumed":
                 if turn is not None:
                     s.waiting.pop(turn, None)
@@ -138,17 +145,23 @@ class BusyRule:
                 max_queue = max(max_queue, len(s.queued))
                 if message in from_person and s.turns and len(s.waiting) == len(s.turns):
                     waiting_turn, wait = next(iter(s.waiting.items()))
-                    behind.append((sid, waiting_turn, wait, r))
+                    behind.append((sid, waiting_turn, wait, r, r))
             elif kind == "message.received" and s.turns:
                 contended = True
-        for sid, waiting_turn, wait, r in behind:
-            violations.append(Violation(
-                f"session {sid}: the new message {r.data.get('message')} was queued at "
-                f"{at(r.time)} behind turn {waiting_turn}, which waits on tool call "
-                f"{attr(wait, 'tool_call')} as state since {at(wait.time)}, instead "
-                f"of ending it like a steer: {wait.describe()}; {r.describe()}",
-                cite((wait, r)),
-            ))
+        for sid, waiting_turn, wait, r, _ in behind:
+            if r.time <= wait.time and r.index < wait.index:
+                sentence = (f"session {sid}: the new message {r.data.get('message')}, queued at "
+                            f"{at(r.time)} while turn {waiting_turn} ran, stayed queued behind "
+                            f"it once it waited on tool call {attr(wait, 'tool_call')} as "
+                            f"state from {at(wait.time)}, instead of ending it like a steer: "
+                            f"{r.describe()}; {wait.describe()}")
+            else:
+                sentence = (f"session {sid}: the new message {r.data.get('message')} was queued "
+                            f"at {at(r.time)} behind turn {waiting_turn}, which waits on tool "
+                            f"call {attr(wait, 'tool_call')} as state since {at(wait.time)}, "
+                            f"instead of ending it like a steer: {wait.describe()}; "
+                            f"{r.describe()}")
+            violations.append(Violation(sentence, cite((wait, r))))
         return verdict(
             self.name, violations, reached=contended or bool(violations),
             note="" if contended else "no message arrived while its session was busy",
@@ -157,8 +170,8 @@ class BusyRule:
         )
 
 
-def _excuse(behind: list[tuple[str, str, Record, Record]], sid: str, turn: str, r: Record,
-            tolerance: float) -> list[tuple[str, str, Record, Record]]:
+def _excuse(behind: list[tuple[str, str, Record, Record, Record]], sid: str, turn: str,
+            r: Record, tolerance: float) -> list[tuple[str, str, Record, Record, Record]]:
     """Drop the messages queued behind `turn`'s wait if the turn moved on (`r`) in time."""
     return [b for b in behind
-            if not (b[0] == sid and b[1] == turn and r.time - b[3].time <= tolerance)]
+            if not (b[0] == sid and b[1] == turn and r.time - b[4].time <= tolerance)]

@@ -62,18 +62,20 @@ class TurnPerMessage:
         model = model_of(history)
         dedup = Dedup()
         sent: dict[str, list[Record]] = {}  # session -> its messages, as delivered
-        received: set[str] = set()  # the messages the runtime said it received
+        received: set[tuple[str, str]] = set()  # the messages the runtime said it received
         reports_received = False
         for r in history.of_kind("op.message", "message.received"):
             if not dedup.fresh(r):
                 continue
             if r.kind == "message.received":
                 reports_received = True
-                if r.data.get("message") is not None:
-                    received.add(str(r.data["message"]))
+                if r.data.get("message") is not None and r.session:
+                    received.add((r.session, str(r.data["message"])))
             elif r.type == "ok" and r.session and r.data.get("message_id"):
                 sent.setdefault(r.session, []).append(r)
-        by_message: dict[str, list[TurnModel]] = {}
+        # (session, message) -> the turns started from it (a message id names a message of
+        # its session).
+        by_message: dict[tuple[str, str], list[TurnModel]] = {}
         unnamed: set[str] = set()  # sessions with a turn that names no message
         turns_of: dict[str, list[TurnModel]] = {}
         for turn in model.turns.values():
@@ -81,10 +83,10 @@ class TurnPerMessage:
             if turn.message is None:
                 unnamed.add(turn.session)
             else:
-                by_message.setdefault(turn.message, []).append(turn)
+                by_message.setdefault((turn.session, turn.message), []).append(turn)
 
         violations: list[Violation] = []
-        for message, turns in by_message.items():
+        for (_, message), turns in by_message.items():
             if len(turns) > 1:
                 first, second = turns[0], turns[1]
                 violations.append(Violation(
@@ -106,7 +108,7 @@ class TurnPerMessage:
             due = [r for r in messages if max(r.time, heal) + bound <= model.end]
             if self._waits_on_person_at_end(model, session):
                 due = [r for r in due if reports_received
-                       and str(r.data["message_id"]) not in received]
+                       and (session, str(r.data["message_id"])) not in received]
             judged += len(due)
             if session in unnamed:
                 started = len(turns_of.get(session, []))
@@ -120,7 +122,7 @@ class TurnPerMessage:
                 continue
             for r in due:
                 message = str(r.data["message_id"])
-                if message in by_message:
+                if (session, message) in by_message:
                     continue
                 violations.append(Violation(
                     f"message {message} to session {session}, sent at {at(r.time)}, never "

@@ -32,8 +32,10 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from contract.services import FAULT_NAMES, SERVICES
+from contract.thresholds import HAND_OFF_AFTER, MAX_WAIT
 from harness.faults import FAULTS
 from harness.schedules.model import Schedule, Step
+from harness.world import MODEL_LATENCY
 
 DAY = 86400
 T = TypeVar("T")
@@ -67,15 +69,14 @@ _SERVICE_TOOLS = {"provider": _TOOLS, "email": ("send_email", "notify"),
 # `benchmarks/exploration.py --reach`: recovery 3%, re-runs 14% of schedules without them).
 WINDOWS = ("rerun", "recovery", "recovery", "recovery", "recovery", "recovery", "rerun",
            "busy", "late", "redeploy", "provider", "fencing", "card", "cancel", "cancel",
-           "background", "background")
+           "background", "background", "handoff")
 # Fault points where a crash leaves an intent (or an effect) without a journaled result,
 # with the tool that reaches each.
 _RECOVERY_POINTS = (("effect.email.after_send", "send_email"),
                     ("effect.charge.after_charge", "charge_card"),
                     ("tool.after_intent", "send_email"), ("tool.after_intent", "charge_card"))
 MINUTE, HOUR = 60, 3600
-HAND_OFF = 5 * MINUTE
-MAX_WAIT = 8 * DAY
+HAND_OFF = int(HAND_OFF_AFTER)
 # Times at three scales, so that both "within 5 minutes" and "day 7" are likely.
 _TIME_SCALES = (600, 3 * HOUR, 9 * DAY)
 
@@ -309,6 +310,31 @@ def _window(d: Draw, kind: str, session: str, t: float) -> tuple[Step, ...]:
             steps.append(Step(float(t + delay), "background", (("session", session),)))
         if d.maybe():
             steps.append(_answer(float(t + delay + d.integer(1, 3 * DAY)), session))
+    elif kind == "handoff":  # races at the instant the turn hands its wait off
+        # The card shows one model reply after the message, and the in-call wait ends
+        # `HAND_OFF` later: the person acts at that very instant (the simulator runs the
+        # handlers ready at one instant in a seeded order), so their answer, background,
+        # cancel or new message races the hand-off, and the result of a re-run can overtake
+        # the turn's own report that it waits.
+        if d.maybe():  # the turn's host stops right after the hand-off, before it reports it
+            duration = float(d.pick((30, 120, 600)))
+            steps.append(Step(t, "arm", (("point", "turn.after_handoff"),
+                                         ("action", d.pick(("pause", "pause", "crash"))),
+                                         ("duration", duration), ("times", 1))))
+            slack = d.pick((0, 1, 5, 20))
+        else:
+            slack = d.pick((0, 0, 0, 1))
+        if d.maybe(9):
+            steps.append(_message(t, session, [tool]))
+        at = float(t + MODEL_LATENCY + HAND_OFF + slack)
+        for _ in range(d.integer(1, 2)):
+            act = d.pick(("answer", "answer", "background", "message", "cancel"))
+            if act == "answer":
+                steps.append(_answer(at, session, d.pick(("approve", "approve", "deny"))))
+            elif act == "message":
+                steps.append(_message(at, session, d.tools(1)))
+            else:
+                steps.append(Step(at, act, (("session", session),)))
     elif kind == "cancel":  # cancel-honored: the person stops a turn that is still running
         # A turn of several steps (each model step takes seconds), cancelled while it runs
         # (between its steps, or during an in-call wait for the approval tool at its end),

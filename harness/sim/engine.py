@@ -19,6 +19,10 @@ The lifecycle of a run, written once:
    still happens. A crash throws the coroutines away; they replay on the same deployment.
 6. `run(until)` steps every ready attempt, then autojumps the virtual clock to the next timer,
    until nothing is left or `until` is reached. Every step is recorded in the history.
+   Attempts ready at the same instant run in an order the seed draws (`interleave`), as a
+   real engine's concurrent handlers reach their journal points in any order: a result's
+   send may overtake the send its turn made an instant before. Each attempt has at most one
+   step ready, so any order is one the real engine could take.
 
 The same seed gives the same history, byte for byte.
 """
@@ -124,6 +128,7 @@ class Simulator:
         restart_after: float = RESTART_AFTER,
         record_journal: bool = True,
         record_state: bool = False,
+        interleave: bool = True,
     ) -> None:
         self.clock = clock or VirtualClock()
         self.history = history if history is not None else History()
@@ -132,6 +137,9 @@ class Simulator:
         # observes goes through `observe`, to History.add.
         self._add: Callable[..., Record] = self.history.add_simulated
         self.random = random.Random(seed)
+        # Its own stream: which of the ready attempts runs next (see the module docstring).
+        self._pick: Callable[[], float] | None = (
+            random.Random(f"interleave/{seed}").random if interleave else None)
         self.abort_timeout = abort_timeout
         self.retry_base = retry_base
         self.retry_max = retry_max
@@ -345,9 +353,16 @@ class Simulator:
         step = self._step
         clock = self.clock
         try:
+            pick = self._pick
             while True:
                 while ready:
-                    att, value, exc = ready.popleft()
+                    if pick is not None and len(ready) > 1:
+                        i = int(pick() * len(ready))
+                        ready.rotate(-i)
+                        att, value, exc = ready.popleft()
+                        ready.rotate(i)
+                    else:
+                        att, value, exc = ready.popleft()
                     step(att, value, exc)
                 deadline = clock.next_deadline()
                 if deadline is None:
