@@ -27,12 +27,13 @@ from harness.outcome import RunOutcome, SuiteOutcome
 from harness.suite import run_suite
 
 ROOT = Path(__file__).resolve().parents[1]
-# With batches of SMALL_BATCH schedules, seed 10 of this planted bug fails first in batch 1
+# With batches of SMALL_BATCH schedules, seed 13 of this planted bug fails first in batch 1
 # (the 4th schedule of the second batch): with two workers, batch 1 can finish before batch
-# 0, and batches 2 and 3 are already running when it does. (Seed 9 did so until the
-# generator learnt service faults and the other step kinds; it now fails first in batch 2.)
+# 0, and batches 2 and 3 are already running when it does. (Seeds 9, then 10, did so until
+# the generator learnt new windows: the cancel, background and hand-off ones moved the first
+# failure of seed 10 past batch 3.)
 BUG = "tests.planted.unfenced_append:ADAPTER"
-SEED = 10
+SEED = 13
 SMALL_BATCH = 5
 
 

@@ -2,7 +2,8 @@
 
 One virtual object per chat session (`Session`). A message starts a turn: the model (over
 HTTP) picks tools; a tool that needs a person's approval shows a card and waits for the
-answer on an awakeable, for at most `HAND_OFF` in the call. Past that the turn hands the
+answer on an awakeable, for at most `HAND_OFF` in the call (counted over the invocation: a
+second card of one turn waits only what the first left). Past that the turn hands the
 wait off (the pending call becomes the session's state, an expiry is sent with a delay of
 the rest of `MAX_WAIT`) and its invocation ends, so nothing stays pinned to the release
 that started it; a later answer resumes the turn in a new invocation (`resume`).
@@ -83,6 +84,7 @@ def build(defects: frozenset[str] = frozenset()) -> list[restate.VirtualObject]:
 
     async def turn_loop(ctx: restate.ObjectContext, turn: str, messages: list[Any],
                         step: int) -> str:
+        started = await ctx.time()  # the in-call wait is bounded per invocation
         while True:
             reply = await ctx.run_typed(f"model {step}", post, restate.RunOptions(),
                                         "/model/complete", {
@@ -95,7 +97,7 @@ def build(defects: frozenset[str] = frozenset()) -> list[restate.VirtualObject]:
             step += 1
             outcome = "completed"
             if call["name"] in APPROVAL_TOOLS:
-                waited = await wait_for_answer(ctx, turn, messages, step, call)
+                waited = await wait_for_answer(ctx, turn, messages, step, call, started)
                 if waited is None:
                     return "waiting"  # handed off: `resume` goes on with the turn
                 outcome = waited
@@ -103,7 +105,7 @@ def build(defects: frozenset[str] = frozenset()) -> list[restate.VirtualObject]:
                         {"role": "tool", "id": call["id"], "outcome": outcome}]
 
     async def wait_for_answer(ctx: restate.ObjectContext, turn: str, messages: list[Any],
-                              step: int, call: dict[str, Any]) -> str | None:
+                              step: int, call: dict[str, Any], started: float) -> str | None:
         # Pending before the card shows: an answer can come the moment the person sees it,
         # and one that found nothing pending would be dropped (the card-before-pending
         # defect shows the card first).
@@ -120,7 +122,8 @@ def build(defects: frozenset[str] = frozenset()) -> list[restate.VirtualObject]:
                             "awakeable": awakeable_id, "handed_off": False})
         if "card-before-pending" not in defects:
             await show()
-        in_call = MAX_WAIT if "wait-in-call" in defects else HAND_OFF
+        spent = timedelta(seconds=await ctx.time() - started)
+        in_call = MAX_WAIT if "wait-in-call" in defects else max(HAND_OFF - spent, timedelta(0))
         match await restate.select(answer=answer, timeout=ctx.sleep(in_call)):
             case ["answer", decision]:
                 ctx.clear("pending")

@@ -69,7 +69,7 @@ _SERVICE_TOOLS = {"provider": _TOOLS, "email": ("send_email", "notify"),
 # `benchmarks/exploration.py --reach`: recovery 3%, re-runs 14% of schedules without them).
 WINDOWS = ("rerun", "recovery", "recovery", "recovery", "recovery", "recovery", "rerun",
            "busy", "late", "redeploy", "provider", "fencing", "card", "cancel", "cancel",
-           "background", "background", "handoff")
+           "cancel", "cancel", "background", "background", "handoff")
 # Fault points where a crash leaves an intent (or an effect) without a journaled result,
 # with the tool that reaches each.
 _RECOVERY_POINTS = (("effect.email.after_send", "send_email"),
