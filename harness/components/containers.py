@@ -217,14 +217,12 @@ def _logs(container: Container, chars: int = 2000) -> str:
 
 @contextlib.contextmanager
 def _uninterrupted() -> Iterator[None]:
-    """Ctrl-C and SIGTERM wait until the block is done (main thread; elsewhere no signal
-    handler runs anyway). Around the start of a container and the line that keeps it: an
-    interrupt that landed between the engine creating the container and the component
-    holding it would leave a container no `stop` knows of, and the worker process that a
-    SIGTERM ends exits without running exit handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    """Ctrl-C and SIGTERM wait until the block is done. Around the start of a container and
+    the line that keeps it: an interrupt that landed between the engine creating the
+    container and the component holding it would leave a container no `stop` knows of, and
+    the worker process that a SIGTERM ends exits without running exit handlers."""
+    # Per thread: in the main thread it holds the handlers back; elsewhere the signal goes to
+    # another thread, and Python runs its handler in the main thread anyway.
     held = {signal.SIGINT, signal.SIGTERM}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
