@@ -632,8 +632,10 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
     "answer-fate": _reads(
         ("op.answer", ("tool_call", "decision")),
         ("tool.result", ("tool_call", "outcome")),
-        ("answer.refused", ("tool_call", "turn", "decision", "reason")),
+        ("answer.refused", ("tool_call", "session", "turn", "decision", "reason")),
+        ("turn.started", ("turn",)),
         ("turn.ended", ("turn",)),
+        ("op.cancel", ("session",)),
         *_FAULTS, *_EVERY,
     ),
     "effect-done": _reads(
@@ -702,6 +704,10 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
     ),
     "cancel-honored": _reads(
         ("op.cancel", ("session",)),
+        ("op.answer", ("tool_call", "decision")),
+        ("tool.intent", ("tool_call",)),
+        ("tool.result", ("tool_call", "outcome")),
+        ("tool.background", ("tool_call",)),
         ("effect.delivered", ("effect", "logical", "turn")),
         ("turn.started", ("session", "turn")),
         ("turn.ended", ("session", "turn")),

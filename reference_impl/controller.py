@@ -65,6 +65,10 @@ class ControllerState:
     turns: int = 0  # turns started so far: the next turn id
     dispatches: int = 0  # doTurn invocations dispatched so far: the next token
     cancel_requested: str | None = None  # the active turn that must stop at its next step
+    # Every turn the person cancelled: an answer to one of its calls is refused from then on
+    # (PendingToolCall asks `isCancelled`), whether the turn still ran, waited in the call
+    # or waited as state when the cancel came.
+    cancelled_turns: tuple[str, ...] = ()
     # toolFinished that overtook its turn's turnWaiting (the answer raced the hand-off).
     early_results: tuple[dict[str, Any], ...] = ()
     # Tool results decided here (ended by message, cancelled) that the next turn writes to
@@ -85,6 +89,7 @@ STATE_KEYS: Final[dict[str, str]] = {
     "turns": "turns",
     "dispatches": "dispatches",
     "cancel_requested": "cancelRequested",
+    "cancelled_turns": "cancelledTurns",
     "early_results": "earlyResults",
     "unlogged": "unlogged",
 }
@@ -94,6 +99,8 @@ def _to_json(state: ControllerState, attr: str) -> JSON:
     value = getattr(state, attr)
     if isinstance(value, WaitingTurn):
         return value.to_json()
+    if attr == "cancelled_turns":
+        return list(value)
     if isinstance(value, tuple):
         return [dict(item) for item in value]
     return value
@@ -109,6 +116,8 @@ async def _load(ctx: Context) -> ControllerState:
             values[attr] = WaitingTurn.from_json(raw)
         elif attr in ("queue", "early_results", "unlogged"):
             values[attr] = tuple(dict(item) for item in raw)
+        elif attr == "cancelled_turns":
+            values[attr] = tuple(str(turn) for turn in raw)
         else:
             values[attr] = raw
     return ControllerState(**values)
@@ -345,15 +354,21 @@ def build_controller_service(ports: Ports) -> Service:
         d = await decide(ctx)
         if d.state.active_turn_invocation_id:
             # The turn checks this flag between steps and stops spending.
-            d.state = replace(d.state, cancel_requested=d.state.active_turn)
+            turn = d.state.active_turn
+            d.state = replace(d.state, cancel_requested=turn, cancelled_turns=(
+                *d.state.cancelled_turns, *([turn] if turn else [])))
         elif d.state.waiting_turn is not None:
+            d.state = replace(d.state, cancelled_turns=(*d.state.cancelled_turns,
+                                                        d.state.waiting_turn.turn))
             d.end_waiting("cancelled", "cancelled")
             d.next()
         await d.apply(ctx, ports, "observe.cancel")
         return {"cancelled": d.state.cancel_requested}
 
     async def is_cancelled(ctx: Context, arg: Any) -> JSON:
-        return (await ctx.get("cancelRequested")) == arg["turn"]
+        turn = arg["turn"]
+        return bool((await ctx.get("cancelRequested")) == turn
+                    or turn in (await ctx.get("cancelledTurns") or ()))
 
     async def status(ctx: Context, arg: Any) -> JSON:
         return {key: await ctx.get(key) for key in STATE_KEYS.values()}

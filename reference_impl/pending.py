@@ -26,6 +26,7 @@ from contract import faultpoints
 from contract.binding import JSON, Context, Handler, Service, TerminalError
 from contract.ports import Ports
 from reference_impl.effects import (
+    CONTROLLER_IS_CANCELLED,
     CONTROLLER_TOOL_FINISHED,
     PENDING,
     PENDING_EXPIRE,
@@ -156,6 +157,13 @@ def build_pending_service(ports: Ports, version: str) -> Service:
                 return await refuse(ctx, None, tc, decision, "already_decided", None)
             ctx.set("earlyAnswer", decision)
             return {"status": "recorded"}
+        if row.phase in ("live", "waiting") and await ctx.object_call(
+                CONTROLLER_IS_CANCELLED, row.call.session, {"turn": row.call.turn}):
+            # The person cancelled the call's turn: an approval after that runs nothing,
+            # whether the turn still waits in the call (it ends at the hand-off) or its
+            # wait was handed off (the controller ends it, or is about to). A call sent to
+            # the background is no longer the turn's: its answer still runs it.
+            return await refuse(ctx, row.call, tc, decision, "ended", "cancelled")
         if row.phase == "live":
             _save(ctx, replace(row, phase="answered", answer=decision))
             ctx.resolve_awakeable(row.awakeable, decision)

@@ -101,3 +101,67 @@ def test_steps_count_from_the_heal_of_the_faults() -> None:
     step(h, 102, 2)  # in flight at the heal
     ended(h, 103, "cancelled")
     assert check(h).valid is True
+
+
+def _approve(h: History, t: float, call: str = "s1.turn1.t1") -> Record:
+    rec = h.add("op.answer", "invoke", time=t, session="s1", turn="s1.turn1", tool_call=call,
+                data={"decision": "approve"})
+    h.add("op.answer", "ok", time=t, session="s1", turn="s1.turn1", tool_call=call)
+    return rec
+
+
+def _card(h: History, t: float, call: str = "s1.turn1.t1") -> None:
+    h.add("tool.awaiting", time=t, session="s1", turn="s1.turn1", tool_call=call,
+          data={"event_id": f"{call}.awaiting", "tool": "send_email"})
+
+
+def test_an_approval_after_the_cancel_that_runs_the_tool_is_a_violation() -> None:
+    h = History()
+    started(h, 0)
+    step(h, 2, 0)
+    _card(h, 2)
+    stop = cancel(h, 60)
+    approval = _approve(h, 120)
+    intent = h.add("tool.intent", time=120, session="s1", turn="s1.turn1",
+                   tool_call="s1.turn1.t1", data={"event_id": "i1", "run": 1, "tool": "send_email"})
+    ended(h, 302, "cancelled")
+    r = check(h)
+    assert r.valid is False
+    assert ("the approval of s1.turn1.t1 given at t=2.0m, after the person cancelled turn "
+            "s1.turn1 at t=60s, ran the tool") in r.witness(limit=5)
+    assert r.violations[0].records == (stop.index, approval.index, intent.index)
+
+
+def test_an_approval_refused_after_the_cancel_or_given_before_it_passes() -> None:
+    for before in (False, True):
+        h = History()
+        started(h, 0)
+        step(h, 2, 0)
+        _card(h, 2)
+        if before:
+            _approve(h, 30)
+            h.add("tool.intent", time=30, session="s1", turn="s1.turn1",
+                  tool_call="s1.turn1.t1", data={"event_id": "i1", "run": 1, "tool": "send_email"})
+        cancel(h, 60)
+        if not before:
+            _approve(h, 120)
+            h.add("answer.refused", time=120, session="s1", turn="s1.turn1",
+                  tool_call="s1.turn1.t1",
+                  data={"event_id": "r1", "reason": "ended", "decision": "approve"})
+        ended(h, 302, "cancelled")
+        assert check(h).valid is True, before
+
+
+def test_a_call_sent_to_the_background_may_still_run_on_a_later_approval() -> None:
+    h = History()
+    started(h, 0)
+    step(h, 2, 0)
+    _card(h, 2)
+    cancel(h, 3)
+    h.add("tool.background", time=4, session="s1", turn="s1.turn1", tool_call="s1.turn1.t1",
+          data={"event_id": "b1", "phase": "live"})
+    _approve(h, 5)
+    h.add("tool.intent", time=5, session="s1", turn="s1.turn1", tool_call="s1.turn1.t1",
+          data={"event_id": "i1", "run": 1, "tool": "send_email"})
+    ended(h, 6, "cancelled")
+    assert check(h).valid is True

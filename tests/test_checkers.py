@@ -1510,3 +1510,28 @@ def test_service_faults_and_clock_jumps_are_fault_windows() -> None:
         faults.feed(r)
     assert faults.held() == [(100.0, 160.0), (500.0, 4100.0)]
     assert faults.last_end == 5000.0
+
+
+def test_answer_fate_a_refusal_as_ended_after_a_cancel_of_the_running_turn_is_true() -> None:
+    """A cancel stops the turn at its next step; while it still waits in the call (before the
+    hand-off) an answer is refused as ended, and that reason is true."""
+    from harness.checkers import AnswerFate
+
+    for cancelled in (True, False):
+        h = History()
+        ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
+        ob(h, "tool.awaiting", 2, "e2", session="s1", turn="T1", tool_call="tc1")
+        if cancelled:
+            ev(h, "op.cancel", 60, type="invoke", session="s1")
+            ev(h, "op.cancel", 60, type="ok", session="s1")
+        ev(h, "op.answer", 120, {"decision": "approve"}, type="invoke", session="s1",
+           turn="T1", tool_call="tc1")
+        ob(h, "answer.refused", 120, "e3", {"reason": "ended", "decision": "approve"},
+           session="s1", turn="T1", tool_call="tc1")
+        ev(h, "op.answer", 120, type="ok", session="s1", turn="T1", tool_call="tc1")
+        ev(h, "run.end", 3 * HOUR)
+        result = AnswerFate().check(h, CONFIG)
+        if cancelled:
+            passing(result)
+        else:
+            assert "as ended, which the call never was" in failing(result)

@@ -68,6 +68,7 @@ WITNESS = {
     "busy_refuses_message": "never started a turn",
     "background_only_in_call": "was not honored",
     "cancel_ignored_while_running": "went on after the person cancelled it",
+    "approval_after_cancel": "after the person cancelled turn",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario
@@ -76,7 +77,8 @@ WITNESS = {
 # lock, scenario 22), and a dropped answer needs an answer that reaches a call already ended
 # while its card is still open (the same race). 150 generated schedules of seed 0 reach
 # neither (measured); the generator's reach is issue 22's section 3.
-SCENARIO_ONLY: frozenset[str] = frozenset({"rerun_ignores_end", "answer_dropped"})
+SCENARIO_ONLY: frozenset[str] = frozenset({"rerun_ignores_end", "answer_dropped",
+                                           "approval_after_cancel"})
 
 # The planted bugs explored here: all the others, one per invariant at least.
 BUGS: tuple[str, ...] = tuple(name for name in planted.MODULES if name not in SCENARIO_ONLY)
@@ -252,6 +254,9 @@ CAUGHT_BY = {
                           "was delivered at t=33.5m after a new message ended its turn"),
     "answer_dropped": ("22-rerun-races-a-steering-message",
                        "accepted at t=33.0m was silently dropped"),
+    "approval_after_cancel": ("42-approve-after-cancel-while-the-card-waits-in-call",
+                              "after the person cancelled turn s1.turn1 at t=60s, ran the "
+                              "tool"),
     "result_filed_under_next_turn": ("04-new-message-during-waiting-turn",
                                      "under turn s1.turn2 of session s1, not its own turn "
                                      "s1.turn1"),

@@ -601,16 +601,17 @@ def test_naive_variant_expires_in_call_at_max_wait() -> None:
     assert world.deliveries("email") == []
 
 
-def test_answer_and_new_message_at_once_the_effect_becomes_a_message() -> None:
+def test_a_new_message_during_the_rerun_the_effect_becomes_a_message() -> None:
     """The answer's re-run is under way (its intent committed) when a new message ends the
     waiting turn: the approve won the call, the email went out, its result is the call's one
     final result, and the agent learns of it as a new message instead of losing it. The
-    answer and the message come at one instant; the answer's handler runs first here (the
-    order they were sent, not a drawn one)."""
-    sim, world = start(build_app, interleave=False)
+    message comes a quarter second after the answer, when the re-run has written its intent
+    and its email is on the way (at one instant the simulator would draw which handler goes
+    first)."""
+    sim, world = start(build_app)
     say(sim, "s1", "m1", [EMAIL])
     answer(sim, "s1.turn1.t1", at=1 * HOUR)
-    say(sim, "s1", "m2", [], at=1 * HOUR)
+    say(sim, "s1", "m2", [], at=1 * HOUR + 0.25)
     sim.run()
     tc = "s1.turn1.t1"
     assert one(sim, "turn.ended", turn="s1.turn1").data["reason"] == "steered"

@@ -19,9 +19,11 @@ A refusal tells the person why, and the reason must be true of the call: `alread
 only when it had another answer (an answer applied to it at any time, a second answer
 given, or a final outcome by then), `expired` only when it expired, `ended` only when a
 new message or a cancel ended it, or its turn ended (by then: the refusal's time, or the
-end of the faults that were holding things up, plus the tolerance). An answer refused as
-"already decided" on a call nobody had answered, which then waits out its days, was dropped
-with a false reason.
+end of the faults that were holding things up, plus the tolerance), or the person cancelled
+its session while its turn was in progress (a cancelled turn stops at its next step; an
+answer after the cancel runs nothing, though the turn may end only at its hand-off). An
+answer refused as "already decided" on a call nobody had answered, which then waits out its
+days, was dropped with a false reason.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ from typing import Final, final
 from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import FAULT_KINDS, Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
-from harness.checkers.model import model_of
+from harness.checkers.model import TurnModel, model_of
 from harness.history import History, Record
 
-_KINDS: Final = frozenset({"op.answer", "tool.result", "answer.refused", "turn.ended"})
+_KINDS: Final = frozenset({"op.answer", "tool.result", "answer.refused", "turn.ended",
+                           "op.cancel"})
 # The decision whose answer each applied outcome accounts for.
 _APPLIED: Final = {"answered": "approve", "rejected_access": "approve", "held": "approve",
                    "denied": "deny"}
@@ -77,9 +80,14 @@ class AnswerFate:
         turn_ends: dict[str, float] = {}  # turn -> when it first ended
         refusals: dict[str, list[Record]] = {}
         results: dict[str, list[Record]] = {}
+        cancels: dict[str, list[Record]] = {}  # session -> the cancels delivered to it
         for r in history.records:
             kind = r.kind
             if kind not in _KINDS or not dedup.fresh(r):
+                continue
+            if kind == "op.cancel":
+                if r.type == "ok" and r.session:
+                    cancels.setdefault(r.session, []).append(r)
                 continue
             if kind == "turn.ended":
                 turn = attr(r, "turn")
@@ -132,9 +140,12 @@ class AnswerFate:
         for tc, refused in refusals.items():
             for r in refused:
                 by = max(r.time, quiet_since) + config.tolerance
-                turn_end = turn_ends.get(str(attr(r, "turn")))
+                turn = str(attr(r, "turn"))
+                turn_end = turn_ends.get(turn)
+                stopped = (turn_end is not None and turn_end <= by) or _cancelled(
+                    model.turns.get(turn), cancels.get(str(attr(r, "session")), []), r)
                 if not _reason_true(r, given_to.get(tc, []), results.get(tc, []), by,
-                                    turn_end is not None and turn_end <= by):
+                                    stopped):
                     violations.append(Violation(
                         f"an answer to {tc} was refused at {at(r.time)} as "
                         f"{r.data.get('reason')}, which the call never was: "
@@ -164,6 +175,14 @@ def _reason_true(refusal: Record, given: list[Record], results: list[Record],
         return True
     wanted = _REASON_OUTCOMES.get(reason)
     return wanted is None or bool(finals & wanted)  # not_yours: not judged here
+
+
+def _cancelled(turn: TurnModel | None, cancels: list[Record], refusal: Record) -> bool:
+    """Whether a cancel of the session came before the refusal while `turn` was in progress."""
+    if turn is None:
+        return False
+    return any(turn.started.index < c.index < refusal.index
+               and (turn.ended is None or turn.ended.index > c.index) for c in cancels)
 
 
 def _what_happened(results: list[Record]) -> str:

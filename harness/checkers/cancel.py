@@ -11,6 +11,13 @@ calls, effects). Counted per logical step (`logical` of the model's `effect.deli
 Steps are counted from the later of the cancel and the heal of the faults: a cancel that
 waits on a paused host is applied when the host is back, and the turn may go on meanwhile.
 A cancel that found no turn in progress has nothing to stop.
+
+Nor does an approval given after the cancel run a tool of that turn (a `tool.intent`, or an
+`answered` result, after it, for a call of the turn that had no answer before the cancel): a
+turn that waits on the person as state is ended by the cancel, and one still waiting in the
+call must not come out of its wait to spend; an approval given before the cancel may still
+run its tool, and so may one of a call the person sent to the background (`tool.background`
+or a placeholder result before the approval): they detached it from the turn to have it done.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import final
 from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import Dedup, at, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
-from harness.checkers.model import TurnModel, model_of
+from harness.checkers.model import RunModel, TurnModel, model_of
 from harness.history import History, Record
 
 
@@ -32,7 +39,8 @@ class CancelHonored:
     judged_on: tuple[Reading, ...] = JUDGED_ON["cancel-honored"]
     description: str = (
         "A turn in progress when the person cancelled makes at most the model step already "
-        "in flight after the cancel (counted from the heal of the faults)."
+        "in flight after the cancel (counted from the heal of the faults), and no approval "
+        "given after the cancel runs one of its tools."
     )
 
     # It reads the run's model (harness.checkers.model), built once over the whole history
@@ -46,8 +54,15 @@ class CancelHonored:
         dedup = Dedup()
         cancels: list[Record] = []
         steps: dict[str, dict[str, Record]] = {}  # turn -> logical step -> first delivery
-        for r in history.of_kind("op.cancel", "effect.delivered"):
+        detached: dict[str, Record] = {}  # tool call -> when it went to the background
+        for r in history.of_kind("op.cancel", "effect.delivered", "tool.background",
+                                 "tool.result"):
             if not dedup.fresh(r):
+                continue
+            if r.kind in ("tool.background", "tool.result"):
+                if r.tool_call and (r.kind == "tool.background"
+                                    or r.data.get("outcome") == "background"):
+                    detached.setdefault(r.tool_call, r)
                 continue
             if r.kind == "op.cancel":
                 if r.type == "ok" and r.session:
@@ -66,6 +81,7 @@ class CancelHonored:
                 after = sorted((r for r in steps.get(turn.id, {}).values()
                                 if r.index > cancel.index and r.time > cutoff),
                                key=lambda r: r.index)
+                violations.extend(_approved_after(model, turn, cancel, detached))
                 if len(after) < 2:
                     continue
                 since = "the faults healed at " + at(heal) if heal > cancel.time else \
@@ -82,6 +98,34 @@ class CancelHonored:
             return Result(self.name, True, reached=False,
                           note="no cancel found a turn in progress")
         return verdict(self.name, violations)
+
+
+def _approved_after(model: RunModel, turn: TurnModel, cancel: Record,
+                    detached: dict[str, Record]) -> list[Violation]:
+    """A call of `turn` whose tool ran on an approval given only after the cancel."""
+    found: list[Violation] = []
+    for call in model.calls.values():
+        if call.turn != turn.id:
+            continue
+        given = [a for a in call.answers if a.type == "invoke"]
+        if not given or any(a.index < cancel.index for a in given):
+            continue
+        approval = next((a for a in given if a.data.get("decision") == "approve"), None)
+        if approval is None:
+            continue
+        moved = detached.get(call.id)
+        if moved is not None and moved.index < approval.index:
+            continue
+        ran = [r for r in (*call.intents, *call.results) if r.index > approval.index
+               and (r.kind == "tool.intent" or r.data.get("outcome") == "answered")]
+        if ran:
+            found.append(Violation(
+                f"the approval of {call.id} given at {at(approval.time)}, after the person "
+                f"cancelled turn {turn.id} at {at(cancel.time)}, ran the tool: "
+                f"{cancel.describe()}; {approval.describe()}; {ran[0].describe()}",
+                cite((cancel, approval, ran[0])),
+            ))
+    return found
 
 
 def _in_progress(turns: Iterable[TurnModel], cancel: Record) -> list[TurnModel]:

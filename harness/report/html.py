@@ -88,8 +88,8 @@ DESCRIPTIONS: Final[dict[str, str]] = {
                         "doubled.",
     "background-honored": "A call the person sent to the background goes there, or was "
                           "already decided.",
-    "cancel-honored": "A cancelled turn stops spending: at most the model step in flight "
-                      "after the cancel.",
+    "cancel-honored": "A cancelled turn stops spending: at most the model step in flight, "
+                      "and no approval after the cancel runs its tools.",
 }
 
 _MAX_VIOLATIONS_SHOWN: Final = 10

@@ -37,6 +37,7 @@ MODULES: tuple[str, ...] = (
     "busy_refuses_message",
     "background_only_in_call",
     "cancel_ignored_while_running",
+    "approval_after_cancel",
 )
 
 
