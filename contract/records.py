@@ -696,6 +696,8 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
     ),
     "background-honored": _reads(
         ("op.background", ("tool_call",)),
+        ("op.answer", ("tool_call",)),
+        ("answer.refused", ("tool_call",)),
         ("tool.background", ("tool_call",)),
         ("tool.result", ("tool_call", "outcome")),
         ("tool.finished", ("tool_call", "outcome")),

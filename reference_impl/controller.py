@@ -209,7 +209,7 @@ class _Decision:
             "recorded": bool(finished.get("recorded", True)), "user": waiting.user,
         }})
 
-    def end_waiting(self, outcome: str, reason: str) -> None:
+    def end_waiting(self, outcome: str, reason: str, decided_at: float) -> None:
         waiting = self.state.waiting_turn
         assert waiting is not None
         tc = waiting.tool_call
@@ -222,7 +222,10 @@ class _Decision:
                   "result": {"error": f"the turn was {reason} while waiting"}}
         self.state = replace(self.state, waiting_turn=None,
                              unlogged=(*self.state.unlogged, closed))
-        self.send(PENDING_END_WAIT, tc, {"reason": outcome})
+        # `decided_at`: PendingToolCall ends only a wait that began before this decision. An
+        # approval's re-run that held the call after it (a new card asks to confirm: the
+        # approve won the call, the message ended only the turn) keeps its new wait.
+        self.send(PENDING_END_WAIT, tc, {"reason": outcome, "decided_at": decided_at})
 
     def next(self) -> None:
         if self.busy or not self.state.queue:
@@ -269,7 +272,7 @@ def build_controller_service(ports: Ports) -> Service:
         d.emit("message.received", f"message.received:{d.session}:{item['message_id']}",
                message=item["message_id"], user=item["user"], origin="message")
         if not d.state.active_turn_invocation_id and d.state.waiting_turn is not None:
-            d.end_waiting("ended_by_message", "steered")
+            d.end_waiting("ended_by_message", "steered", await ctx.time())
         d.admit(item)
         await d.apply(ctx, ports, "observe.onMessage")
         return {"active": d.state.active_turn, "queued": len(d.state.queue)}
@@ -285,7 +288,7 @@ def build_controller_service(ports: Ports) -> Service:
         early = [r for r in d.state.early_results if r["tool_call"] == tc]
         if d.state.cancel_requested == turn:
             d.state = replace(d.state, cancel_requested=None)
-            d.end_waiting("cancelled", "cancelled")
+            d.end_waiting("cancelled", "cancelled", await ctx.time())
             d.next()
         elif early:
             d.state = replace(d.state, early_results=tuple(
@@ -294,7 +297,7 @@ def build_controller_service(ports: Ports) -> Service:
         elif any(item["kind"] == "message" for item in d.state.queue):
             # A message queued while the turn was active: now that the turn waits on a
             # person, the message ends it like a new message would.
-            d.end_waiting("ended_by_message", "steered")
+            d.end_waiting("ended_by_message", "steered", await ctx.time())
             d.next()
         await d.apply(ctx, ports, "observe.turnWaiting")
         return {"status": "waiting" if d.state.waiting_turn else "moved on"}
@@ -360,7 +363,7 @@ def build_controller_service(ports: Ports) -> Service:
         elif d.state.waiting_turn is not None:
             d.state = replace(d.state, cancelled_turns=(*d.state.cancelled_turns,
                                                         d.state.waiting_turn.turn))
-            d.end_waiting("cancelled", "cancelled")
+            d.end_waiting("cancelled", "cancelled", await ctx.time())
             d.next()
         await d.apply(ctx, ports, "observe.cancel")
         return {"cancelled": d.state.cancel_requested}

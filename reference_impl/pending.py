@@ -322,6 +322,12 @@ def build_pending_service(ports: Ports, version: str) -> Service:
         row = await _row(ctx)
         if row is None or row.phase not in ("live", "waiting"):
             return {"status": "ignored"}
+        decided_at = arg.get("decided_at") if isinstance(arg, Mapping) else None
+        if decided_at is not None and row.since > float(decided_at):
+            # A wait that began after the controller decided to end the call's turn: the
+            # confirmation an approval's re-run asked for after a hold (the approve won the
+            # call). Ending it would close a card the person must still answer.
+            return {"status": "stale"}
         reason = str(arg.get("reason", "ended"))
         _save(ctx, replace(row, phase="ended"))
 

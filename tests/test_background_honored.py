@@ -105,3 +105,27 @@ def test_the_bound_counts_from_the_heal() -> None:
     h.add("tool.background", time=2.5 * HOUR, session="s1", turn="s1.turn1", tool_call=CALL,
           data={"event_id": "b1", "phase": "waiting"})
     assert check(h, 8 * DAYS).valid is True
+
+
+def test_an_answer_applied_before_the_request_makes_it_moot() -> None:
+    # Approve and background at one instant, the approve first: the tool fails and the call
+    # is held, a new card asks to confirm; the request was for the card already decided.
+    h = History()
+    asked(h)
+    h.add("op.answer", "invoke", time=60, session="s1", turn="s1.turn1", tool_call=CALL,
+          data={"decision": "approve"})
+    h.add("op.answer", "ok", time=60, session="s1", turn="s1.turn1", tool_call=CALL)
+    background(h, 60)
+    h.add("tool.result", time=62, session="s1", turn="s1.turn1", tool_call=CALL,
+          data={"event_id": "h1", "outcome": "held"})
+    assert check(h, 8 * DAYS).valid is True
+    # An answer refused before it does not count: the request is judged.
+    h2 = History()
+    asked(h2)
+    h2.add("op.answer", "invoke", time=60, session="s1", turn="s1.turn1", tool_call=CALL,
+           data={"decision": "approve"})
+    h2.add("answer.refused", time=60, session="s1", turn="s1.turn1", tool_call=CALL,
+           data={"event_id": "r1", "reason": "ended", "decision": "approve"})
+    h2.add("op.answer", "ok", time=60, session="s1", turn="s1.turn1", tool_call=CALL)
+    background(h2, 60)
+    assert check(h2, 8 * DAYS).valid is False

@@ -165,3 +165,34 @@ def test_a_call_sent_to_the_background_may_still_run_on_a_later_approval() -> No
           data={"event_id": "i1", "run": 1, "tool": "send_email"})
     ended(h, 6, "cancelled")
     assert check(h).valid is True
+
+
+def test_a_call_sent_to_the_background_after_a_refused_approval_may_run() -> None:
+    # Cancel; an approval (refused); the call to the background; a second approval runs it.
+    h = History()
+    started(h, 0)
+    step(h, 2, 0)
+    _card(h, 2)
+    cancel(h, 2)
+    _approve(h, 3)
+    h.add("tool.background", time=3, session="s1", turn="s1.turn1", tool_call="s1.turn1.t1",
+          data={"event_id": "b1", "phase": "live"})
+    _approve(h, 3)
+    h.add("tool.intent", time=3, session="s1", turn="s1.turn1", tool_call="s1.turn1.t1",
+          data={"event_id": "i1", "run": 1, "tool": "send_email"})
+    ended(h, 4, "cancelled")
+    assert check(h).valid is True
+
+
+def test_an_approval_at_the_instant_of_the_cancel_races_it() -> None:
+    # Cancel and approve at one instant: the engine may take the approval first.
+    h = History()
+    started(h, 0)
+    step(h, 2, 0)
+    _card(h, 2)
+    cancel(h, 60)
+    _approve(h, 60)
+    h.add("tool.intent", time=60, session="s1", turn="s1.turn1", tool_call="s1.turn1.t1",
+          data={"event_id": "i1", "run": 1, "tool": "send_email"})
+    ended(h, 61, "cancelled")
+    assert check(h).valid is True

@@ -4,11 +4,12 @@ Sending a call to the background (`op.background`, `ok`: the runner delivered it
 card) means "go on without this; tell me when it is done". The runtime honors it by moving
 the call to the background (`tool.background`), which hands the turn a placeholder result
 (`tool.result`, `tool.finished` or `turn.resumed` with outcome `background`), or it finds the
-call already decided or already in the background: a final outcome of the call, or an
-earlier move, makes the request moot. Either has to show within `liveness_bound` of the
-request, measured from the later of the request and the heal of the faults (as liveness
-measures). A request refused or ignored leaves the turn
-waiting on the person, which no other rule objects to: waiting on a person is allowed.
+call already decided or already in the background: a final outcome of the call, an answer
+applied before the request (what it leads to, a confirmation after a hold, is a new
+question), or an earlier move, makes the request moot. Either has to show within
+`liveness_bound` of the request, measured from the later of the request and the heal of the
+faults (as liveness measures). A request refused or ignored leaves the turn waiting on the
+person, which no other rule objects to: waiting on a person is allowed.
 
 A run that ended before the bound ran out does not judge the request; a fault that never
 healed judges nothing.
@@ -28,7 +29,7 @@ from harness.checkers.base import (
     tolerance_note,
     verdict,
 )
-from harness.checkers.model import model_of
+from harness.checkers.model import ToolCall, model_of
 from harness.history import History, Record, fmt_duration
 
 # The records that say a call went to the background (with outcome `background` for those
@@ -90,6 +91,8 @@ class BackgroundHonored:
             final = known.final if known is not None else None
             if final is not None and final.time <= deadline:
                 continue
+            if known is not None and _answered_first(known, r, deadline):
+                continue
             after = "after the faults healed" if heal > r.time else "after it was sent"
             violations.append(Violation(
                 f"the background request for {call} at {at(r.time)} was not honored: no "
@@ -102,3 +105,12 @@ class BackgroundHonored:
             return Result(self.name, True, reached=False,
                           note="no background request was sent long enough before the end")
         return verdict(self.name, violations)
+
+
+def _answered_first(call: ToolCall, request: Record, deadline: float) -> bool:
+    """Whether an answer given before the request was applied (not refused by `deadline`):
+    the card the person wanted to leave was already decided, and what the answer led to (a
+    confirmation after a hold) is a new question."""
+    before = sum(1 for a in call.answers if a.type == "invoke" and a.index < request.index)
+    refused = sum(1 for x in call.refusals if x.time <= deadline)
+    return before > refused

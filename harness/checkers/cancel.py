@@ -12,12 +12,13 @@ Steps are counted from the later of the cancel and the heal of the faults: a can
 waits on a paused host is applied when the host is back, and the turn may go on meanwhile.
 A cancel that found no turn in progress has nothing to stop.
 
-Nor does an approval given after the cancel run a tool of that turn (a `tool.intent`, or an
+Nor does an approval given after the cancel (later than it: at one instant the two race)
+run a tool of that turn (a `tool.intent`, or an
 `answered` result, after it, for a call of the turn that had no answer before the cancel): a
 turn that waits on the person as state is ended by the cancel, and one still waiting in the
 call must not come out of its wait to spend; an approval given before the cancel may still
 run its tool, and so may one of a call the person sent to the background (`tool.background`
-or a placeholder result before the approval): they detached it from the turn to have it done.
+or a placeholder result before the tool ran): they detached it from the turn to have it done.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ class CancelHonored:
                 after = sorted((r for r in steps.get(turn.id, {}).values()
                                 if r.index > cancel.index and r.time > cutoff),
                                key=lambda r: r.index)
-                violations.extend(_approved_after(model, turn, cancel, detached))
+                violations.extend(_approved_after(model, turn, cancel, detached,
+                                                  config.latency))
                 if len(after) < 2:
                     continue
                 since = "the faults healed at " + at(heal) if heal > cancel.time else \
@@ -101,7 +103,7 @@ class CancelHonored:
 
 
 def _approved_after(model: RunModel, turn: TurnModel, cancel: Record,
-                    detached: dict[str, Record]) -> list[Violation]:
+                    detached: dict[str, Record], latency: float) -> list[Violation]:
     """A call of `turn` whose tool ran on an approval given only after the cancel."""
     found: list[Violation] = []
     for call in model.calls.values():
@@ -110,14 +112,17 @@ def _approved_after(model: RunModel, turn: TurnModel, cancel: Record,
         given = [a for a in call.answers if a.type == "invoke"]
         if not given or any(a.index < cancel.index for a in given):
             continue
-        approval = next((a for a in given if a.data.get("decision") == "approve"), None)
+        # Later than the cancel: at one instant (or within a real engine's measured latency)
+        # the two race, and the engine may take the approval first.
+        approval = next((a for a in given if a.data.get("decision") == "approve"
+                         and a.time - cancel.time > latency), None)
         if approval is None:
-            continue
-        moved = detached.get(call.id)
-        if moved is not None and moved.index < approval.index:
             continue
         ran = [r for r in (*call.intents, *call.results) if r.index > approval.index
                and (r.kind == "tool.intent" or r.data.get("outcome") == "answered")]
+        moved = detached.get(call.id)
+        if ran and moved is not None and moved.index < ran[0].index:
+            continue  # sent to the background before it ran: the person's to approve
         if ran:
             found.append(Violation(
                 f"the approval of {call.id} given at {at(approval.time)}, after the person "
