@@ -349,7 +349,7 @@ def test_nothing_left_after_kill_9_and_the_next_run(client: object, tmp_path: Pa
 
 
 class _Stopped(Exception):
-    pass
+    """What the test's SIGTERM handler raises (the harness's own `Terminated`, by its effect)."""
 
 
 def test_an_interrupt_waits_until_the_started_container_is_held() -> None:
