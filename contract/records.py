@@ -115,6 +115,7 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "fault": "the service fault injected (`contract.services.SERVICE_FAULTS`)",
     "service": "the world service a fault is on (`contract.services.SERVICES`)",
     "throttled": "true when the fault is a 429 repeated because Retry-After had not passed",
+    "op": "which call of the service met the fault: `show` or `close` (the card service)",
     "times": "how many times",
     "seconds": "real seconds",
     "replay": "true when the attempt replays a journal (a retry or a move to another host)",
@@ -336,7 +337,7 @@ _KINDS: Final = (
     Kind("service.fault", "world", "a world service (the provider, email, payments, identity, "
          "cards) failed a call on purpose; an effect it did is recorded as delivered too",
          ("service", "fault"), ("session", "turn", "tool_call", "key", "throttled",
-                                "duration"),
+                                "duration", "op"),
          (("service", services.SERVICES), ("fault", services.FAULT_NAMES))),
     Kind("identity.revoked", "world", "a user lost access to a tool ('*': every tool)",
          ("user",), ("tool",)),
@@ -563,7 +564,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("turn.waiting", ("session", "turn")),
         ("turn.resumed", ("session", "turn")),
         ("turn.ended", ("session", "turn")),
-        *_EVERY,
+        *_FAULTS, *_EVERY,
     ),
     "fencing": _reads(
         ("threadlog.assigned", ("session", "epoch", "owner", "after_seq")),
@@ -656,6 +657,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
     ),
     "approval-asked": _reads(
         ("tool.awaiting", ("tool_call",)),
+        ("service.fault", ("service", "fault", "op", "tool_call")),
         ("tool.intent", ("tool_call",)),
         ("tool.result", ("tool_call", "outcome")),
         *_EVERY,

@@ -156,7 +156,7 @@ class Services:
 
     async def call(self, service: str, work: Callable[[], T], *, key: str | None = None,
                    session: str | None = None, turn: str | None = None,
-                   tool_call: str | None = None) -> T | dict[str, Any]:
+                   tool_call: str | None = None, op: str | None = None) -> T | dict[str, Any]:
         """Do `work` (the service's own effect, recorded as it is done) under the next fault.
 
         Returns what `work` returns, or an error body (`{"error": ...}`) for a 200 that says
@@ -169,6 +169,10 @@ class Services:
         data: dict[str, Any] = {"service": service, "fault": fault.name}
         if throttled:
             data["throttled"] = True
+        if op is not None:
+            # Which call of a service with several (the card service shows and closes): a
+            # card shown by a call that then failed was still seen by the person.
+            data["op"] = op
         # How long the call is held: a fault window the checkers know (a pin or a wait that
         # lasts through it is the fault's doing).
         held = {"slow": self.slow, "no-answer": self.timeout}.get(fault.presents)
@@ -346,13 +350,14 @@ class CardBoard:
             self.show(session=session, turn=turn, tool_call=tool_call, tool=tool)
 
         _answer(await self.services.call("cards", show, session=session, turn=turn,
-                                         tool_call=tool_call), "cards")
+                                         tool_call=tool_call, op="show"), "cards")
 
     async def close_card(self, *, tool_call: str, outcome: str) -> None:
         def close() -> None:
             self.close(tool_call, outcome)
 
-        _answer(await self.services.call("cards", close, tool_call=tool_call), "cards")
+        _answer(await self.services.call("cards", close, tool_call=tool_call, op="close"),
+                "cards")
 
     def show(self, *, session: str, turn: str, tool_call: str, tool: str) -> Card:
         """Show a card (once per tool call); returns it."""

@@ -383,6 +383,9 @@ def build_controller_service(ports: Ports) -> Service:
         Handler("toolFinished", tool_finished),
         Handler("background", background),
         Handler("cancel", cancel),
-        Handler("isCancelled", is_cancelled, kind="shared"),
+        # Exclusive, not shared: a shared read runs beside a cancel the engine has accepted
+        # but not yet run (its host paused), and would let an approval given after the
+        # cancel through. As an exclusive call it queues behind that cancel.
+        Handler("isCancelled", is_cancelled),
         Handler("status", status, kind="shared"),
     ), kind="object")

@@ -308,11 +308,13 @@ async def record_result(
                 # An approved run committed its intent first: the approve won the call, and
                 # the run's own result will end it. The new message ended the turn only.
                 return None
-            # An answer's result after a new message ended its turn: the transcript has moved
-            # on, so the result reaches the agent as a new message (toolFinished), as a
-            # background result does, not as the tool message of a later turn.
-            late = late or (outcome not in CLOSED_BY_CONTROLLER
-                            and await log.turn_moved_on(call.turn))
+        # A result after a new message ended its turn (an answer's re-run, an expiry days
+        # later): the transcript has moved on, so it is not the tool message of a later turn
+        # (the model would count it as one of that turn's results). An answered one reaches
+        # the agent as a new message (toolFinished), as a background result does. Results
+        # the controller closed are written before the next turn's message, in their place.
+        late = late or (outcome not in CLOSED_BY_CONTROLLER
+                        and await log.turn_moved_on(call.turn))
         await log.append_once(f"result:{tc}:{outcome}", "tool_result", {
             "turn": call.turn, "tool_call": tc, "tool": call.tool, "outcome": outcome,
             "result": result, "background": late,

@@ -74,3 +74,29 @@ def test_no_call_of_an_approval_tool_is_not_reached() -> None:
     result(h, 2, "completed", tool="lookup")
     r = check(h)
     assert r.valid is True and not r.reached
+
+
+def card_fault(h: History, t: float, fault: str, op: str) -> Record:
+    return h.add("service.fault", "info", time=t, session="s1", turn="s1.turn1", tool_call=TC,
+                 data={"service": "cards", "fault": fault, "op": op})
+
+
+def test_a_card_shown_by_a_call_that_failed_after_the_work_asked_the_person() -> None:
+    # The card service showed the card and then failed (500 after the work, or no answer):
+    # the runtime does not know it showed it, but the person saw it and may approve at once.
+    for fault in ("500_after", "timeout"):
+        h = History()
+        card_fault(h, 1, fault, "show")
+        intent(h, 2, tool="charge_card")
+        r = check(h)
+        assert r.valid is True, (fault, r.witness(limit=20))
+
+
+def test_a_card_call_that_failed_before_the_work_or_a_close_asked_nobody() -> None:
+    for fault, op in (("500_before", "show"), ("200_error", "show"), ("500_after", "close"),
+                      ("no-such-fault", "show")):
+        h = History()
+        card_fault(h, 1, fault, op)
+        intent(h, 2, tool="charge_card")
+        r = check(h)
+        assert r.valid is False, (fault, op)

@@ -435,6 +435,7 @@ def test_busy_new_message_queued_behind_a_waiting_turn_is_a_violation() -> None:
     ob(h, "message.queued", 400, "e3", {"message": "result:tc0"}, session="s1")  # fine
     ev(h, "op.message", 500, {"message_id": "m2"}, type="invoke", session="s1")
     queued = ob(h, "message.queued", 500, "e4", {"message": "m2"}, session="s1")
+    ev(h, "run.end", 900)
     result = BusyRule().check(h, CONFIG)
     witness = failing(result)
     assert "the new message m2 was queued at t=8.3m behind turn T1" in witness
@@ -456,6 +457,7 @@ def test_busy_message_queued_while_the_turn_ran_must_end_the_turn_once_it_waits(
         if moved_on is not None:
             ob(h, moved_on, 302, "e5", {"reason": "steered"} if moved_on == "turn.ended"
                else {"outcome": "answered"}, session="s1", turn="T1", tool_call="tc1")
+        ev(h, "run.end", 900)
         result = BusyRule().check(h, CONFIG)
         if moved_on is not None:
             passing(result)
@@ -481,11 +483,44 @@ def test_busy_message_queued_as_the_turn_hands_off_is_fine_if_the_controller_mov
         if moved_on is not None:
             ob(h, moved_on, 300 + late, "e5", {"outcome": "denied", "reason": "steered"},
                session="s1", turn="T1", tool_call="tc1")
+        ev(h, "run.end", 3 * HOUR)
         result = BusyRule().check(h, CONFIG)
         if moved_on is not None and not late:
             passing(result)
         else:
             assert "the new message m2 was queued at t=5.0m behind turn T1" in failing(result)
+
+
+def test_busy_a_controller_held_up_by_a_fault_moves_on_when_the_fault_ends() -> None:
+    """The turn waits as state while the controller's host is paused: the queued message
+    ends it when the host is back (within tolerance of the heal), not within tolerance of
+    the wait. Staying queued past the heal is still a violation; a fault that never heals
+    leaves it unjudged; a run that ends before it is due does not judge it."""
+    for moved_at, paused_until, end, fails in (
+            (900.0, 890.0, 2000.0, False),  # ended as soon as the host was back
+            (None, 890.0, 2000.0, True),  # never ended, though the fault healed
+            (1500.0, 890.0, 2000.0, True),  # ended ten minutes after the heal
+            (None, None, 2000.0, False),  # the pause never healed: not judged
+            (None, 890.0, 890.5, False)):  # the run ended before it was due
+        h = History()
+        ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
+        ev(h, "op.message", 60, {"message_id": "m2"}, type="invoke", session="s1")
+        ob(h, "message.queued", 60, "e2", {"message": "m2"}, session="s1")
+        ev(h, "host.paused", 302, {"duration": 588.0} if paused_until else {},
+           host="dep1.h1", deployment="dep1")
+        ob(h, "turn.waiting", 302, "e4", session="s1", turn="T1", tool_call="tc1")
+        if paused_until is not None:
+            ev(h, "host.resumed", paused_until, host="dep1.h1", deployment="dep1")
+        if moved_at is not None:
+            ob(h, "turn.ended", moved_at, "e5", {"reason": "steered"}, session="s1",
+               turn="T1", tool_call="tc1")
+        ev(h, "run.end", end)
+        result = BusyRule().check(h, CONFIG)
+        case = (moved_at, paused_until, end)
+        if fails:
+            assert "stayed queued behind it once it waited" in failing(result), case
+        else:
+            assert result.valid is True, (case, result.witness(limit=5))
 
 
 def test_busy_repeated_observations_are_not_new_turns() -> None:

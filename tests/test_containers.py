@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -355,20 +356,30 @@ class _Stopped(Exception):
 def test_an_interrupt_waits_until_the_started_container_is_held() -> None:
     """A SIGTERM (or Ctrl-C) that comes while a container starts lands after the component
     holds it, so its `stop` removes it (the leak: the engine made the container, the
-    interrupt came before the assignment, and the worker exited without exit handlers)."""
+    interrupt came before the assignment, and the worker exited without exit handlers).
+
+    Another thread is alive meanwhile, as in a worker (its watchdog) or under xdist: a
+    process-directed signal goes to a thread that does not block it, so masking the signal in
+    the main thread alone let the handler run inside the block (failed under `-n 2`)."""
     from harness.components.containers import _uninterrupted
 
     def stop(signum: int, frame: object) -> None:
         raise _Stopped
 
+    done = threading.Event()
+    other = threading.Thread(target=done.wait, daemon=True)
+    other.start()
     previous = signal.signal(signal.SIGTERM, stop)
     held: list[str] = []
     try:
         with pytest.raises(_Stopped):
             with _uninterrupted():
                 os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)  # bytecodes run: a handler not deferred would run here
                 held.append("container")
             held.append("after the block")  # the handler runs before this line
     finally:
         signal.signal(signal.SIGTERM, previous)
+        done.set()
+        other.join()
     assert held == ["container"]

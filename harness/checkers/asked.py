@@ -2,7 +2,9 @@
 
 The world's catalog (`harness.world.DEFAULT_TOOLS`, the one every runtime looks tools up in)
 says which tools need a person's approval (`send_email`, `charge_card`). A call of such a tool
-gets its results only after its card was shown (`tool.awaiting`): the person is asked before
+gets its results only after its card was shown (`tool.awaiting`, or a card service call that
+failed after showing it: `service.fault` with `op = "show"` and a fault that did the work, a
+card the runtime does not know it showed but the person saw): the person is asked before
 anything is decided. A result with no card before it is a decision nobody was asked about: the
 tool ran unasked (its effect then escapes `effect-authorized`, which judges the calls that
 waited on a person), or the runtime answered for the person (the tool reported unknown, or
@@ -14,12 +16,13 @@ from __future__ import annotations
 from typing import Final, final
 
 from contract.records import JUDGED_ON, Reading
+from contract.services import fault_named
 from harness.checkers._common import Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History
 from harness.world import DEFAULT_TOOLS
 
-_KINDS: Final = frozenset({"tool.awaiting", "tool.intent", "tool.result"})
+_KINDS: Final = frozenset({"tool.awaiting", "service.fault", "tool.intent", "tool.result"})
 _NEEDS_APPROVAL: Final = frozenset(n for n, spec in DEFAULT_TOOLS.items() if spec.needs_approval)
 
 
@@ -55,6 +58,11 @@ class ApprovalAsked:
             tool = r.data.get("tool")
             if tool is not None:
                 tools.setdefault(tc, str(tool))
+            if r.kind == "service.fault":
+                if (r.data.get("service") == "cards" and r.data.get("op") == "show"
+                        and _did_the_work(r.data.get("fault"))):
+                    shown.add(tc)
+                continue
             if r.kind == "tool.awaiting":
                 shown.add(tc)
                 continue
@@ -76,3 +84,10 @@ class ApprovalAsked:
             note="" if judged else "no call of a tool that needs approval was decided",
             stats={"judged_calls": float(len(judged))},
         )
+
+
+def _did_the_work(fault: object) -> bool:
+    try:
+        return fault_named(str(fault)).done
+    except KeyError:
+        return False

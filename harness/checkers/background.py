@@ -79,8 +79,8 @@ class BackgroundHonored:
         for r in requests:
             call = r.tool_call
             assert call is not None
-            deadline = max(r.time, heal) + bound
-            if deadline > model.end:
+            deadline = model.due(r.time, bound)
+            if deadline is None or deadline > model.end:
                 continue
             judged += 1
             # Moved by then (a call already in the background is where the person wants it:

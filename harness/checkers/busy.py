@@ -14,7 +14,9 @@ The turn reports `turn.waiting` before its controller hears of it, so a message 
 or resumes the turn within `tolerance` of the queueing, and a violation if the message stays
 queued behind the wait. The same holds for a person's message queued while the turn ran: once
 the turn waits on a person as state, the message waits behind a person too, so the turn must
-end (or resume) within `tolerance` of its `turn.waiting`.
+end (or resume) within `tolerance` of its `turn.waiting`. Both are measured from the later of
+that moment and the heal of the faults (a paused or crashed controller acts when it is back,
+as liveness measures); when a fault never healed they are not judged.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import final
 
 from contract.records import JUDGED_ON, Reading
-from harness.checkers._common import Dedup, at, attr, guarded
+from harness.checkers._common import FAULT_KINDS, Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
+from harness.checkers.model import RunModel, model_of
 from harness.history import History, Record
 
 _KINDS = frozenset(
@@ -56,12 +59,14 @@ class BusyRule:
 
     # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
     # only these (harness.checkers.base.dispatch).
-    reads: frozenset[str] = _KINDS
+    # It also reads the run's model (when the faults healed): so the fault records too.
+    reads: frozenset[str] = _KINDS | FAULT_KINDS
 
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
 
     def _check(self, history: History, config: CheckConfig) -> Result:
+        model = model_of(history)
         sessions: dict[str, _Session] = {}
         dedup = Dedup()
         violations: list[Violation] = []
@@ -122,7 +127,7 @@ class BusyRule:
                 if turn is not None:
                     s.turns.pop(turn, None)
                     s.waiting.pop(turn, None)
-                    behind = _excuse(behind, sid, turn, r, config.tolerance)
+                    behind = _excuse(behind, sid, turn, r, model, config.tolerance)
             elif kind == "turn.waiting":
                 if turn is not None and turn in s.turns:
                     s.waiting[turn] = r
@@ -133,7 +138,7 @@ class BusyRule:
             elif kind == "turn.resumed":
                 if turn is not None:
                     s.waiting.pop(turn, None)
-                    behind = _excuse(behind, sid, turn, r, config.tolerance)
+                    behind = _excuse(behind, sid, turn, r, model, config.tolerance)
             elif kind == "message.queued":
                 message = r.data.get("message")
                 contended = True
@@ -148,7 +153,10 @@ class BusyRule:
                     behind.append((sid, waiting_turn, wait, r, r))
             elif kind == "message.received" and s.turns:
                 contended = True
-        for sid, waiting_turn, wait, r, _ in behind:
+        for sid, waiting_turn, wait, r, since in behind:
+            due = model.due(since.time, config.tolerance)
+            if due is None or due > model.end:
+                continue  # a fault never healed, or the run ended before it was due
             if r.time <= wait.time and r.index < wait.index:
                 sentence = (f"session {sid}: the new message {r.data.get('message')}, queued at "
                             f"{at(r.time)} while turn {waiting_turn} ran, stayed queued behind "
@@ -171,7 +179,10 @@ class BusyRule:
 
 
 def _excuse(behind: list[tuple[str, str, Record, Record, Record]], sid: str, turn: str,
-            r: Record, tolerance: float) -> list[tuple[str, str, Record, Record, Record]]:
-    """Drop the messages queued behind `turn`'s wait if the turn moved on (`r`) in time."""
+            r: Record, model: RunModel,
+            tolerance: float) -> list[tuple[str, str, Record, Record, Record]]:
+    """Drop the messages queued behind `turn`'s wait if the turn moved on (`r`) in time:
+    within `tolerance` of the later of the wait and the heal of the faults."""
     return [b for b in behind
-            if not (b[0] == sid and b[1] == turn and r.time - b[4].time <= tolerance)]
+            if not (b[0] == sid and b[1] == turn
+                    and r.time <= (model.due(b[4].time, tolerance) or float("inf")))]

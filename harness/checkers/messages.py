@@ -101,11 +101,11 @@ class TurnPerMessage:
             return verdict(self.name, violations, reached=bool(violations),
                            note="a fault never healed, so lost messages were not judged")
         bound = config.liveness_bound + config.latency
-        heal = model.healed_at
         after = "after the faults healed" if model.had_faults else "after it was sent"
         judged = 0
         for session, messages in sent.items():
-            due = [r for r in messages if max(r.time, heal) + bound <= model.end]
+            due = [r for r in messages if (d := model.due(r.time, bound)) is not None
+                   and d <= model.end]
             if self._waits_on_person_at_end(model, session):
                 due = [r for r in due if reports_received
                        and (session, str(r.data["message_id"])) not in received]

@@ -431,6 +431,14 @@ class RunModel:
     def had_faults(self) -> bool:
         return self.faults.last_end is not None or self.faults.records_end is not None
 
+    def due(self, start: float, bound: float) -> float | None:
+        """When something that began at `start` and must follow within `bound` is due:
+        `bound` after the later of `start` and the heal of the faults (a fault may hold it up
+        until it ends). None when a fault never healed: no such deadline can be judged."""
+        if self.faults.unhealed:
+            return None
+        return max(start, self.healed_at) + bound
+
 
 _INF: Final = float("inf")
 STATES: Final = {"invocation.created": "queued", "invocation.started": "running",

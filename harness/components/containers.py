@@ -221,15 +221,26 @@ def _uninterrupted() -> Iterator[None]:
     the line that keeps it: an interrupt that landed between the engine creating the
     container and the component holding it would leave a container no `stop` knows of, and
     the worker process that a SIGTERM ends exits without running exit handlers."""
-    # Per thread: in the main thread it holds the handlers back; elsewhere the signal goes to
-    # another thread, and Python runs its handler in the main thread anyway.
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    if threading.current_thread() is not threading.main_thread():
+        # Python runs signal handlers in the main thread only: they never interrupt this one.
+        yield
+        return
+    # The handlers are deferred, not the signals masked: a mask is per thread, and a signal
+    # sent to the process goes to any thread that does not mask it (a watchdog, a test
+    # runner's), whose arrival still runs the Python handler here at the next bytecode.
+    came: list[int] = []
+
+    def defer(signum: int, frame: object) -> None:
+        came.append(signum)
+
+    previous = {s: signal.signal(s, defer) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        # Unblocked, a signal that came meanwhile runs its handler at the next bytecode.
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        for deferred in dict.fromkeys(came):
+            signal.raise_signal(deferred)  # now to the handler it was meant for
 
 
 def _start(image: str, role: str, run: str, *, command: Sequence[str],

@@ -14,7 +14,7 @@ handler with a `DbosContext`:
   lost its connection does;
 - virtual objects: an exclusive handler is a workflow of the partitioned `OBJECTS_QUEUE`,
   one per partition `service/key` at a time (DBOS keeps the lock, across crashes too); a
-  shared handler (`isCancelled`, `status`) only reads state, so a call to one is a step that
+  shared handler (`status`) only reads state, so a call to one is a step that
   reads the committed state, with no workflow of its own. State is a table in DBOS's system
   database, read once per invocation (a step) and written once when the handler ends (a
   step): a replay reads what the first attempt read and writes nothing twice;
