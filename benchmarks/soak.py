@@ -19,6 +19,7 @@ are printed at the end as a Markdown block for benchmarks/RESULTS.md.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -45,17 +46,26 @@ def save(state_file: Path, state: dict[str, Any]) -> None:
     os.replace(tmp, state_file)
 
 
+# What a soak's verdicts depend on: the simulator, the generator, the checkers, the reference
+# and the contract between them. Scenario files, tests, docs and benchmarks do not.
+JUDGED = ("harness", "reference_impl", "contract")
+
+
 def code_version() -> str:
-    """The commit the soak runs (with "+changes" when the tree differs from it): a soak spans
-    sessions, and its figures count per version of the code they judged."""
+    """The judged code the soak runs: a digest of the git trees of `JUDGED` at HEAD (with
+    "+changes" when the work tree differs from them). Not the commit: a soak spans sessions
+    and commits, and its figures count per version of the code they judged, which a commit
+    of docs or tests leaves as it was."""
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
         return done.stdout.strip() if done.returncode == 0 else ""
 
-    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", "harness",
-                  "reference_impl", "contract")
-    return commit + ("+changes" if changed else "")
+    trees = [git("rev-parse", f"HEAD:{path}") for path in JUDGED]
+    if not all(trees):
+        return "unknown"
+    digest = hashlib.sha1(" ".join(trees).encode()).hexdigest()[:12]
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", *JUDGED)
+    return f"trees-{digest}" + ("+changes" if changed else "")
 
 
 def run_chunk(adapter: str, seed: int, chunk: int, workers: int, out: Path) -> dict[str, Any]:
@@ -77,6 +87,8 @@ def run_chunk(adapter: str, seed: int, chunk: int, workers: int, out: Path) -> d
         "seed": seed,
         "schedules": chunk,
         "code": code_version(),
+        "commit": subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
+                                 capture_output=True, text=True).stdout.strip(),
         "exit": done.returncode,
         "verdict": EXIT_MEANING.get(done.returncode, f"exit {done.returncode}"),
         "wall_s": round(wall_s, 1),
