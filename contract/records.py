@@ -704,6 +704,8 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("tool.result", ("tool_call", "outcome")),
         ("tool.finished", ("tool_call", "outcome")),
         ("turn.resumed", ("tool_call", "outcome")),
+        ("turn.started", ("session", "turn")),
+        ("turn.ended", ("session", "turn", "tool_call", "reason")),
         *_FAULTS, *_EVERY,
     ),
     "cancel-honored": _reads(

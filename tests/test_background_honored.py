@@ -129,3 +129,23 @@ def test_an_answer_applied_before_the_request_makes_it_moot() -> None:
     h2.add("op.answer", "ok", time=60, session="s1", turn="s1.turn1", tool_call=CALL)
     background(h2, 60)
     assert check(h2, 8 * DAYS).valid is False
+
+
+def test_the_end_of_the_calls_wait_by_a_cancel_or_a_new_message_makes_it_moot() -> None:
+    """A cancel (or a new message) at the instant of the request ends the turn while it waits
+    on the call: the wait the request would move is over, though the call's result is written
+    only by the next turn. A turn that ended another way, or later than the bound, or while
+    waiting on another call, leaves the request unhonored."""
+    cases = (("cancelled", CALL, 60, True), ("steered", CALL, 61, True),
+             ("completed", CALL, 61, False), ("cancelled", "s1.turn1.t9", 61, False),
+             ("cancelled", CALL, 3 * DAYS, False))
+    for reason, waited_on, ended_at, moot in cases:
+        h = History()
+        h.add("turn.started", time=0, session="s1", turn="s1.turn1",
+              data={"event_id": "t1", "message": "m1"})
+        asked(h)
+        background(h, 60)
+        h.add("turn.ended", time=ended_at, session="s1", turn="s1.turn1", tool_call=waited_on,
+              data={"event_id": "e1", "reason": reason})
+        r = check(h, 8 * DAYS)
+        assert r.valid is moot, (reason, waited_on, ended_at)

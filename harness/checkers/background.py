@@ -6,7 +6,9 @@ the call to the background (`tool.background`), which hands the turn a placehold
 (`tool.result`, `tool.finished` or `turn.resumed` with outcome `background`), or it finds the
 call already decided or already in the background: a final outcome of the call, an answer
 applied before the request (what it leads to, a confirmation after a hold, is a new
-question), or an earlier move, makes the request moot. Either has to show within
+question), an earlier move, or the end of the call's turn while it waited on the call (a
+cancel or a new message ends the wait; the call's result is written by the next turn, if
+one comes), makes the request moot. Either has to show within
 `liveness_bound` of the request, measured from the later of the request and the heal of the
 faults (as liveness measures). A request refused or ignored leaves the turn waiting on the
 person, which no other rule objects to: waiting on a person is allowed.
@@ -29,12 +31,14 @@ from harness.checkers.base import (
     tolerance_note,
     verdict,
 )
-from harness.checkers.model import ToolCall, model_of
+from harness.checkers.model import ToolCall, TurnModel, model_of
 from harness.history import History, Record, fmt_duration
 
 # The records that say a call went to the background (with outcome `background` for those
 # that carry an outcome).
 _MOVED: Final = frozenset({"tool.background", "tool.result", "tool.finished", "turn.resumed"})
+# How a turn that waited on a call ends the wait without the call's result (docs/events.md).
+_ENDS_THE_WAIT: Final = frozenset({"cancelled", "steered"})
 
 
 @final
@@ -93,6 +97,9 @@ class BackgroundHonored:
                 continue
             if known is not None and _answered_first(known, r, deadline):
                 continue
+            if known is not None and _wait_ended(model.turns.get(str(known.turn)), call,
+                                                 deadline):
+                continue
             after = "after the faults healed" if heal > r.time else "after it was sent"
             violations.append(Violation(
                 f"the background request for {call} at {at(r.time)} was not honored: no "
@@ -105,6 +112,14 @@ class BackgroundHonored:
             return Result(self.name, True, reached=False,
                           note="no background request was sent long enough before the end")
         return verdict(self.name, violations)
+
+
+def _wait_ended(turn: TurnModel | None, call: str, deadline: float) -> bool:
+    """Whether the call's turn ended by `deadline` while it waited on the call (a cancel or
+    a new message): the wait the request would move is over."""
+    ended = None if turn is None else turn.ended
+    return (ended is not None and ended.time <= deadline and ended.tool_call == call
+            and turn is not None and turn.reason in _ENDS_THE_WAIT)
 
 
 def _answered_first(call: ToolCall, request: Record, deadline: float) -> bool:
