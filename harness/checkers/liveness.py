@@ -72,7 +72,8 @@ class Liveness:
         violations: list[Violation] = []
 
         def too_long(start: float, stop: float) -> bool:
-            return stop - max(start, heal) > bound
+            due = model.due(start, bound)
+            return due is not None and stop > due
 
         busy = sorted(((b, s) for s in model.sessions.values() for b in s.busy
                        if b.until is not None), key=lambda pair: pair[0].seq)
