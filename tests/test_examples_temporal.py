@@ -100,3 +100,36 @@ def test_an_approval_applied_after_max_wait_is_reported(tmp_path: Path) -> None:
     verdict = {r.checker: r for r in run.results}["turn-outcome"]
     assert verdict.valid is False, verdict.note
     assert "after max_wait" in verdict.witness()
+
+
+def test_an_approval_after_a_cancel_is_refused_by_the_outside_agent_on_temporal(
+        tmp_path: Path) -> None:
+    """The built-in scenario 42 against the Temporal example (an adapter written outside the
+    package, on a real engine): the cancel ends the turn's workflow while its card is up, and
+    the approval that follows is refused with its reason (`ended`), judged by answer-fate,
+    and sends nothing. Before, the example's signal to the completed workflow raised and the
+    run ended unknown.
+
+    cancel-honored does not judge it: the kit records `turn.started` when a poll first sees
+    the workflow, which on the kit's scaled clock is a minute of scenario time after the
+    start, so the cancel 3 s in finds no turn in progress."""
+    from harness import History, RunOptions, load_scenario, run_schedule
+
+    sys.path.insert(0, str(ROOT))
+    from examples.temporal_approval.chaos import adapter
+
+    name = "42-approve-after-cancel-while-the-card-waits-in-call.toml"
+    run = run_schedule(adapter, load_scenario(ROOT / "scenarios" / name),
+                       RunOptions(adapter_spec=ADAPTER, report_dir=tmp_path))
+    assert run.error is None, run.error
+    verdicts = {r.checker: r for r in run.results}
+    fate = verdicts["answer-fate"]
+    assert fate.reached and fate.valid is True, (fate.note, fate.witness())
+    assert all(r.valid is not False for r in run.results), [
+        r.witness() for r in run.results if r.valid is False]
+    assert run.history_path is not None
+    history = History.load(run.history_path)
+    assert history.of_kind("op.cancel")
+    [refused] = history.of_kind("answer.refused")
+    assert refused.data["reason"] == "ended"
+    assert not any(r.data.get("effect") == "email" for r in history.of_kind("effect.delivered"))
