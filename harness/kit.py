@@ -63,6 +63,8 @@ __all__ = [
 
 T = TypeVar("T")
 KEEP_LOGS_ENV = "DURABLE_CHAOS_KEEP_LOGS"
+# How engines name an invocation ended by a cancel (the observer's `detail`).
+_ENDED_BY_CANCEL = frozenset({"canceled", "cancelled", "terminated"})
 
 
 def _positive(value: object, name: str, unit: str) -> None:
@@ -318,7 +320,31 @@ class KitRuntime:
         if turn is None:
             raise KeyError(f"card {tool_call} names turn {card.turn!r}, which this runtime "
                            "never started: cards must name the turn ids `send` was given")
-        self.reply(turn, tool_call, decision)
+        try:
+            self.reply(turn, tool_call, decision)
+        except Exception:
+            # The engine may refuse an answer to a turn whose invocation already ended (a
+            # Temporal signal to a cancelled workflow raises): a refusal the person is told
+            # of, not a crash of the run. Anything else is the adapter's error.
+            ended = self._ended_as(turn)
+            if ended is None:
+                raise
+            reason = "ended" if ended in _ENDED_BY_CANCEL else "already_decided"
+            self.history.add("answer.refused", session=turn.session, turn=turn.id,
+                             tool_call=tool_call, data={
+                                 "event_id": f"{tool_call}.refused#{len(self.history)}",
+                                 "reason": reason, "decision": decision,
+                                 **({"outcome": "cancelled"} if reason == "ended" else {})})
+
+    def _ended_as(self, turn: Turn) -> str | None:
+        """How the invocation of `turn` ended, as the engine says now (`canceled`,
+        `succeeded`, ...); None while it has not."""
+        observer = self._observer()
+        observer.refresh()
+        state = observer.invocations().get(self.invocation(turn))
+        if state is None or state.status != "completed":
+            return None
+        return state.detail or "succeeded"
 
     def deploy(self, version: str) -> str:
         hosts = self._hosts()

@@ -523,6 +523,28 @@ def test_busy_a_controller_held_up_by_a_fault_moves_on_when_the_fault_ends() -> 
             assert result.valid is True, (case, result.witness(limit=5))
 
 
+def test_busy_a_fault_elsewhere_later_excuses_nothing() -> None:
+    """Only the downtime that held the controller up excuses it: a pause that begins an hour
+    after the turn waits (the last fault of the run, healed long before its end) does not
+    excuse a message that stayed queued behind the wait meanwhile."""
+    for moved_at, fails in ((1500.0, True), (302.5, False)):
+        h = History()
+        ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
+        ev(h, "op.message", 60, {"message_id": "m2"}, type="invoke", session="s1")
+        ob(h, "message.queued", 60, "e2", {"message": "m2"}, session="s1")
+        ob(h, "turn.waiting", 302, "e4", session="s1", turn="T1", tool_call="tc1")
+        ob(h, "turn.ended", moved_at, "e5", {"reason": "steered"}, session="s1", turn="T1",
+           tool_call="tc1")
+        ev(h, "host.paused", 3900, {"duration": 3600.0}, host="dep1.h2", deployment="dep1")
+        ev(h, "host.resumed", 7500, host="dep1.h2", deployment="dep1")
+        ev(h, "run.end", 20000)
+        result = BusyRule().check(h, CONFIG)
+        if fails:
+            assert "stayed queued behind it once it waited" in failing(result)
+        else:
+            passing(result)
+
+
 def test_busy_repeated_observations_are_not_new_turns() -> None:
     h = History()
     ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")

@@ -107,8 +107,9 @@ def test_an_approval_after_a_cancel_is_refused_by_the_outside_agent_on_temporal(
     """The built-in scenario 42 against the Temporal example (an adapter written outside the
     package, on a real engine): the cancel ends the turn's workflow while its card is up, and
     the approval that follows is refused with its reason (`ended`), judged by answer-fate,
-    and sends nothing. Before, the example's signal to the completed workflow raised and the
-    run ended unknown.
+    and sends nothing. The example's `reply` only signals; the kit turns the engine's refusal
+    (a signal to a completed workflow raises) into `answer.refused`, with the reason from how
+    the workflow ended. Before, the run ended unknown.
 
     cancel-honored does not judge it: the kit records `turn.started` when a poll first sees
     the workflow, which on the kit's scaled clock is a minute of scenario time after the

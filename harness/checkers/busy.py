@@ -14,9 +14,11 @@ The turn reports `turn.waiting` before its controller hears of it, so a message 
 or resumes the turn within `tolerance` of the queueing, and a violation if the message stays
 queued behind the wait. The same holds for a person's message queued while the turn ran: once
 the turn waits on a person as state, the message waits behind a person too, so the turn must
-end (or resume) within `tolerance` of its `turn.waiting`. Both are measured from the later of
-that moment and the heal of the faults (a paused or crashed controller acts when it is back,
-as liveness measures); when a fault never healed they are not judged.
+end (or resume) within `tolerance` of its `turn.waiting`. Both count only time in which no
+host was down and no call held (`RunModel.due_in_uptime`): a paused or crashed controller acts
+when it is back, so the fault that held it up excuses it, for as long as it lasted and no
+longer (a fault elsewhere, days later, excuses nothing); when a fault never healed they are
+not judged.
 """
 
 from __future__ import annotations
@@ -154,7 +156,7 @@ class BusyRule:
             elif kind == "message.received" and s.turns:
                 contended = True
         for sid, waiting_turn, wait, r, since in behind:
-            due = model.due(since.time, config.tolerance)
+            due = model.due_in_uptime(since.time, config.tolerance)
             if due is None or due > model.end:
                 continue  # a fault never healed, or the run ended before it was due
             if r.time <= wait.time and r.index < wait.index:
@@ -185,4 +187,4 @@ def _excuse(behind: list[tuple[str, str, Record, Record, Record]], sid: str, tur
     within `tolerance` of the later of the wait and the heal of the faults."""
     return [b for b in behind
             if not (b[0] == sid and b[1] == turn
-                    and r.time <= (model.due(b[4].time, tolerance) or float("inf")))]
+                    and r.time <= (model.due_in_uptime(b[4].time, tolerance) or float("inf")))]

@@ -431,6 +431,24 @@ class RunModel:
     def had_faults(self) -> bool:
         return self.faults.last_end is not None or self.faults.records_end is not None
 
+    def due_in_uptime(self, start: float, bound: float) -> float | None:
+        """When something the runtime must do within `bound` of `start` is due, counting only
+        time in which no host was down and no call held (a paused or crashed host acts when
+        it is back; a clock jump's hours pass at once): the fault that held it up excuses
+        it, and only for as long as it lasted. None when a fault never healed."""
+        if self.faults.unhealed:
+            return None
+        t, left = start, bound
+        for a, b in merge([*self.faults.downtime, *self.faults.held]):
+            if b <= t:
+                continue
+            if a > t:
+                if a - t >= left:
+                    return t + left
+                left -= a - t
+            t = b
+        return t + left
+
     def due(self, start: float, bound: float) -> float | None:
         """When something that began at `start` and must follow within `bound` is due:
         `bound` after the later of `start` and the heal of the faults (a fault may hold it up
