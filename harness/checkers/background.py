@@ -47,8 +47,9 @@ class BackgroundHonored:
     # The records (and fields) this checker reads: docs/events.md, from contract.records.
     judged_on: tuple[Reading, ...] = JUDGED_ON["background-honored"]
     description: str = (
-        "A call the person sent to the background goes there (its turn gets a placeholder) "
-        "or was already decided, within the liveness bound (after the faults healed)."
+        "A call the person sent to the background goes there (its turn gets a placeholder), "
+        "was already decided, or its wait was ended by a cancel or a new message, within the "
+        "liveness bound (after the faults healed)."
     )
 
     # It reads the run's model (harness.checkers.model), built once over the whole history
