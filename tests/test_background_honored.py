@@ -149,3 +149,21 @@ def test_the_end_of_the_calls_wait_by_a_cancel_or_a_new_message_makes_it_moot() 
               data={"event_id": "e1", "reason": reason})
         r = check(h, 8 * DAYS)
         assert r.valid is moot, (reason, waited_on, ended_at)
+
+
+def test_an_answer_at_the_instant_of_the_request_races_it() -> None:
+    """Background, then approve, at one instant: the engine may take the approve first (on
+    the reference it reaches PendingToolCall directly, the request through the Controller),
+    and then the request finds the call decided. An approve a minute after the request does
+    not excuse an ignored request."""
+    for answered_at, moot in ((60.0, True), (120.0, False)):
+        h = History()
+        asked(h)
+        background(h, 60)
+        h.add("op.answer", "invoke", time=answered_at, session="s1", turn="s1.turn1",
+              tool_call=CALL, data={"decision": "approve"})
+        h.add("op.answer", "ok", time=answered_at, session="s1", turn="s1.turn1",
+              tool_call=CALL)
+        h.add("tool.result", time=3 * DAYS, session="s1", turn="s1.turn1", tool_call=CALL,
+              data={"event_id": "h1", "outcome": "held"})
+        assert check(h, 8 * DAYS).valid is moot, answered_at

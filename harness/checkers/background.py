@@ -5,13 +5,13 @@ card) means "go on without this; tell me when it is done". The runtime honors it
 the call to the background (`tool.background`), which hands the turn a placeholder result
 (`tool.result`, `tool.finished` or `turn.resumed` with outcome `background`), or it finds the
 call already decided or already in the background: a final outcome of the call, an answer
-applied before the request (what it leads to, a confirmation after a hold, is a new
-question), an earlier move, or the end of the call's turn while it waited on the call (a
-cancel or a new message ends the wait; the call's result is written by the next turn, if
-one comes), makes the request moot. Either has to show within
-`liveness_bound` of the request, measured from the later of the request and the heal of the
-faults (as liveness measures). A request refused or ignored leaves the turn waiting on the
-person, which no other rule objects to: waiting on a person is allowed.
+applied before the request or at its instant (the engine may take either first; what the
+answer leads to, a confirmation after a hold, is a new question), an earlier move, or the
+end of the call's turn while it waited on the call (a cancel or a new message ends the wait;
+the call's result is written by the next turn, if one comes), makes the request moot. Either
+has to show within `liveness_bound` of the request, measured from the later of the request
+and the heal of the faults (as liveness measures). A request refused or ignored leaves the
+turn waiting on the person, which no other rule objects to: waiting on a person is allowed.
 
 A run that ended before the bound ran out does not judge the request; a fault that never
 healed judges nothing.
@@ -96,7 +96,7 @@ class BackgroundHonored:
             final = known.final if known is not None else None
             if final is not None and final.time <= deadline:
                 continue
-            if known is not None and _answered_first(known, r, deadline):
+            if known is not None and _answered_first(known, r, deadline, config.latency):
                 continue
             if known is not None and _wait_ended(model.turns.get(str(known.turn)), call,
                                                  deadline):
@@ -123,10 +123,12 @@ def _wait_ended(turn: TurnModel | None, call: str, deadline: float) -> bool:
             and turn is not None and turn.reason in _ENDS_THE_WAIT)
 
 
-def _answered_first(call: ToolCall, request: Record, deadline: float) -> bool:
-    """Whether an answer given before the request was applied (not refused by `deadline`):
-    the card the person wanted to leave was already decided, and what the answer led to (a
-    confirmation after a hold) is a new question."""
-    before = sum(1 for a in call.answers if a.type == "invoke" and a.index < request.index)
+def _answered_first(call: ToolCall, request: Record, deadline: float, latency: float) -> bool:
+    """Whether an answer given before the request, or at its instant (within a real engine's
+    measured latency: the engine may take either first), was applied (not refused by
+    `deadline`): the card the person wanted to leave was already decided, and what the
+    answer led to (a confirmation after a hold) is a new question."""
+    before = sum(1 for a in call.answers if a.type == "invoke" and (
+        a.index < request.index or a.time - request.time <= latency))
     refused = sum(1 for x in call.refusals if x.time <= deadline)
     return before > refused
