@@ -326,15 +326,16 @@ class KitRuntime:
             # The engine may refuse an answer to a turn whose invocation already ended (a
             # Temporal signal to a cancelled workflow raises): a refusal the person is told
             # of, not a crash of the run. Anything else is the adapter's error.
+            # The refusal's reason is `ended`: the turn's invocation has (its `turn.ended` is
+            # recorded by the refresh that found it), whatever ended it.
             ended = self._ended_as(turn)
             if ended is None:
                 raise
-            reason = "ended" if ended in _ENDED_BY_CANCEL else "already_decided"
+            cancelled = {"outcome": "cancelled"} if ended in _ENDED_BY_CANCEL else {}
             self.history.add("answer.refused", session=turn.session, turn=turn.id,
                              tool_call=tool_call, data={
                                  "event_id": f"{tool_call}.refused#{len(self.history)}",
-                                 "reason": reason, "decision": decision,
-                                 **({"outcome": "cancelled"} if reason == "ended" else {})})
+                                 "reason": "ended", "decision": decision, **cancelled})
 
     def _ended_as(self, turn: Turn) -> str | None:
         """How the invocation of `turn` ended, as the engine says now (`canceled`,

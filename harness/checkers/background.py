@@ -118,9 +118,10 @@ class BackgroundHonored:
 def _wait_ended(turn: TurnModel | None, call: str, deadline: float) -> bool:
     """Whether the call's turn ended by `deadline` while it waited on the call (a cancel or
     a new message): the wait the request would move is over."""
-    ended = None if turn is None else turn.ended
-    return (ended is not None and ended.time <= deadline and ended.tool_call == call
-            and turn is not None and turn.reason in _ENDS_THE_WAIT)
+    if turn is None or turn.ended is None:
+        return False
+    return (turn.ended.time <= deadline and turn.ended.tool_call == call
+            and turn.reason in _ENDS_THE_WAIT)
 
 
 def _answered_first(call: ToolCall, request: Record, deadline: float, latency: float) -> bool:

@@ -184,7 +184,9 @@ def _excuse(behind: list[tuple[str, str, Record, Record, Record]], sid: str, tur
             r: Record, model: RunModel,
             tolerance: float) -> list[tuple[str, str, Record, Record, Record]]:
     """Drop the messages queued behind `turn`'s wait if the turn moved on (`r`) in time:
-    within `tolerance` of the later of the wait and the heal of the faults."""
-    return [b for b in behind
-            if not (b[0] == sid and b[1] == turn
-                    and r.time <= (model.due_in_uptime(b[4].time, tolerance) or float("inf")))]
+    within `tolerance` of uptime after the wait (always, under a fault that never healed)."""
+    def in_time(since: Record) -> bool:
+        due = model.due_in_uptime(since.time, tolerance)
+        return due is None or r.time <= due
+
+    return [b for b in behind if not (b[0] == sid and b[1] == turn and in_time(b[4]))]
