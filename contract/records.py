@@ -127,7 +127,8 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "id": "the awakeable's id",
     "since": "when the wait began (scenario seconds)",
     "mode": "how the tool waits (in-call, or handed off)",
-    "run": "the runtime's own run counter of the tool call",
+    "run": "the runtime's own run counter of the tool call: 1 for its first run, N + 1 "
+           "for the run a confirmation asks about after a hold of run N",
     "waited": "seconds the in-call wait lasted before the hand-off",
     "phase": "whether the call was backgrounded before or after its hand-off",
     "placeholder": "the placeholder result the turn continued with",
@@ -666,6 +667,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("tool.intent", ("session", "tool_call", "run", "epoch")),
         ("threadlog.assigned", ("session", "epoch")),
         ("turn.held", ("session", "tool_call", "run")),
+        ("tool.awaiting", ("tool_call", "mode", "run")),
         *_EVERY,
     ),
     "context-kept": _reads(

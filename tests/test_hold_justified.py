@@ -114,3 +114,78 @@ def test_intents_without_an_epoch_are_judged_on_the_intent_only() -> None:
     h2 = History()
     held(h2, 2, 1)
     assert check(h2).valid is False
+
+
+def card(h: History, t: float, run: int, mode: str) -> Record:
+    return ob(h, "tool.awaiting", t, f"tool.awaiting:{TC}#{run}",
+              {"run": run, "mode": mode, "tool": "send_email"}, session="s1", turn="s1.turn1",
+              tool_call=TC)
+
+
+def test_runs_numbered_as_the_design_numbers_them_pass() -> None:
+    h = History()
+    assigned(h, 0, 1)
+    card(h, 1, 1, "approve")
+    intent(h, 2, 1, epoch=1)
+    assigned(h, 40, 2)
+    held(h, 40, 1)
+    card(h, 41, 2, "confirm")
+    intent(h, 60, 1, epoch=1)  # the paused first attempt's intent, observed late
+    assigned(h, 100, 3)
+    intent(h, 100, 2, epoch=3)
+    r = check(h)
+    assert r.valid is True, r.witness(limit=20)
+
+
+def test_a_first_run_numbered_2_is_a_violation() -> None:
+    h = History()
+    assigned(h, 0, 1)
+    card(h, 1, 2, "approve")
+    intent(h, 2, 2, epoch=1)
+    r = check(h)
+    assert r.valid is False
+    witness = r.witness(limit=20)
+    assert f"the approval card of {TC} at t=1s asks about run 2: a call's first run is run 1" \
+        in witness
+    assert (f"run 2 of {TC} wrote its intent at t=2s, but no run of the call was held before, "
+            "so this is run 1: run numbers skip") in witness
+    assert len(r.violations) == 2
+
+
+def test_a_confirmation_that_reuses_or_skips_the_held_runs_number_is_a_violation() -> None:
+    for confirmed, after in ((1, "after a hold of run 1 only"), (3, "after a hold of run 1 only")):
+        h = History()
+        assigned(h, 0, 1)
+        intent(h, 1, 1, epoch=1)
+        assigned(h, 40, 2)
+        held(h, 40, 1)
+        card(h, 41, confirmed, "confirm")
+        r = check(h)
+        assert r.valid is False, confirmed
+        assert (f"the confirmation card of {TC} at t=41s asks about run {confirmed} {after}"
+                in r.witness(limit=20)), r.witness(limit=20)
+
+
+def test_a_confirmation_with_no_hold_and_an_intent_past_the_hold_are_violations() -> None:
+    h = History()
+    card(h, 1, 2, "confirm")
+    assert "with no hold of the call before it" in check(h).witness(limit=20)
+    h2 = History()
+    assigned(h2, 0, 1)
+    intent(h2, 1, 1, epoch=1)
+    assigned(h2, 40, 2)
+    held(h2, 40, 1)
+    intent(h2, 100, 3, epoch=2)
+    r = check(h2)
+    assert r.valid is False
+    assert f"run 3 of {TC} wrote its intent at t=100s, but the last hold was of run 1" \
+        in r.witness(limit=20)
+
+
+def test_records_without_a_run_number_are_not_judged_on_numbering() -> None:
+    h = History()
+    ob(h, "tool.awaiting", 1, f"tool.awaiting:{TC}", {"mode": "confirm"}, session="s1",
+       turn="s1.turn1", tool_call=TC)
+    ob(h, "tool.intent", 2, f"tool.intent:{TC}", {"tool": "send_email"}, session="s1",
+       turn="s1.turn1", tool_call=TC)
+    assert check(h).valid is True

@@ -69,6 +69,7 @@ WITNESS = {
     "background_only_in_call": "was not honored",
     "cancel_ignored_while_running": "went on after the person cancelled it",
     "approval_after_cancel": "after the person cancelled turn",
+    "run_numbered_from_its_card": "run numbers skip",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario

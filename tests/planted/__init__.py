@@ -29,6 +29,7 @@ MODULES: tuple[str, ...] = (
     "answer_dropped",
     "result_filed_under_next_turn",
     "hold_on_own_intent",
+    "run_numbered_from_its_card",
     "email_never_sent",
     "permitted_call_rejected",
     "message_not_logged",
