@@ -31,4 +31,5 @@ INVARIANTS: Final[tuple[str, ...]] = (
     "turn-per-message",
     "background-honored",
     "cancel-honored",
+    "turn-answered",
 )

@@ -19,7 +19,7 @@ from typing import Any, Final, Protocol
 from contract import records
 from contract.services import ServiceError
 from contract.threadlog import ThreadLogStore
-from contract.thresholds import HAND_OFF_AFTER, MAX_WAIT
+from contract.thresholds import HAND_OFF_AFTER, MAX_STEPS_PER_TURN, MAX_WAIT
 
 # kind -> the fields it always carries (besides event_id): a view of the vocabulary in
 # `contract.records` (docs/events.md), kept for code that imported it from here.
@@ -121,7 +121,7 @@ class Config:
 
     hand_off_after: float = HAND_OFF_AFTER
     max_wait: float = MAX_WAIT
-    max_steps_per_turn: int = 8
+    max_steps_per_turn: int = MAX_STEPS_PER_TURN
 
 
 @dataclass(frozen=True)

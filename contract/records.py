@@ -634,7 +634,8 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
     "answer-fate": _reads(
         ("op.answer", ("tool_call", "decision")),
         ("tool.result", ("tool_call", "outcome")),
-        ("answer.refused", ("tool_call", "session", "turn", "decision", "reason")),
+        ("answer.refused", ("tool_call", "session", "turn", "decision", "reason",
+                            "outcome")),
         ("turn.started", ("turn",)),
         ("turn.ended", ("turn",)),
         ("op.cancel", ("session",)),
@@ -668,6 +669,11 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("threadlog.assigned", ("session", "epoch")),
         ("turn.held", ("session", "tool_call", "run")),
         ("tool.awaiting", ("tool_call", "mode", "run")),
+        *_EVERY,
+    ),
+    "turn-answered": _reads(
+        ("effect.delivered", ("effect", "logical", "turn", "asked")),
+        ("turn.ended", ("turn", "reason")),
         *_EVERY,
     ),
     "context-kept": _reads(

@@ -1,7 +1,8 @@
-"""The two thresholds of the design, in scenario seconds on every engine (docs/design.md),
-and what the checkers judge by (`CheckConfig`: the thresholds and their slack).
+"""The thresholds of the design: the two bounds in scenario seconds on every engine and the
+bound on model steps per turn (docs/design.md), and what the checkers judge by
+(`CheckConfig`: the thresholds and their slack).
 
-One home for both: the runtime acts on them (`contract.ports.Config`) and the checkers judge
+One home for each: the runtime acts on them (`contract.ports.Config`) and the checkers judge
 by them (`CheckConfig`, which an adapter returns from `check_config()`); each defaults from
 here, so the two can only differ when an adapter says so.
 """
@@ -11,12 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ["HAND_OFF_AFTER", "MAX_WAIT", "Bound", "CheckConfig"]
+__all__ = ["HAND_OFF_AFTER", "MAX_STEPS_PER_TURN", "MAX_WAIT", "Bound", "CheckConfig"]
 
 # A tool call waiting for its approval this long is handed off to the background: 5 minutes.
 HAND_OFF_AFTER: Final = 300.0
 # A wait that long expires (the card, the background call): 8 days.
 MAX_WAIT: Final = 8 * 86400.0
+# A turn asks the model at most this many times: an agent stuck in a loop stops spending.
+MAX_STEPS_PER_TURN: Final = 8
 
 Bound = Literal["hand_off", "max_wait"]
 
@@ -38,6 +41,9 @@ class CheckConfig:
     # figure for both would judge the pinning bound with hours of slack (see harness.kit).
     hand_off_tolerance: float | None = None
     max_wait_tolerance: float | None = None
+    # The runtime's bound on model steps per turn (`turn-answered`); None: the adapter does
+    # not state one (a user's agent has its own), and the bound is not judged.
+    max_steps_per_turn: int | None = None
 
     def slack(self, bound: Bound) -> float:
         """The tolerance that applies at `bound`: its own, else `tolerance`."""

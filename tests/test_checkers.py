@@ -57,13 +57,13 @@ def passing(result: Result) -> None:
 # ---------------------------------------------------------------- composition
 
 
-def test_all_lists_the_nineteen_invariants_in_the_design_order() -> None:
+def test_all_lists_the_twenty_invariants_in_the_design_order() -> None:
     assert [c.name for c in ALL] == [
         "no-duplicate-effects", "pinning-bound", "busy-rule", "fencing", "turn-outcome",
         "access-rechecked", "conservative-recovery", "liveness", "effect-authorized",
         "answer-fate", "effect-done", "hold-justified", "outcome-justified", "message-logged",
         "approval-asked", "context-kept", "turn-per-message", "background-honored",
-        "cancel-honored",
+        "cancel-honored", "turn-answered",
     ]
     for checker in ALL:
         assert checker.description.endswith(".") and "\n" not in checker.description
@@ -77,7 +77,8 @@ def test_public_surface_is_pinned() -> None:
         "ConservativeRecovery", "EffectAuthorized", "EffectDone", "Fencing", "HoldJustified",
         "Liveness",
         "MessageLogged", "NoDuplicateEffects", "OutcomeJustified",
-        "PinningBound", "Result", "TurnOutcome", "TurnPerMessage", "Valid", "Violation",
+        "PinningBound", "Result", "TurnAnswered", "TurnOutcome", "TurnPerMessage", "Valid",
+        "Violation",
         "by_name", "cite", "run_checkers", "verdict",
     }
 

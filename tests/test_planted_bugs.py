@@ -70,6 +70,7 @@ WITNESS = {
     "cancel_ignored_while_running": "went on after the person cancelled it",
     "approval_after_cancel": "after the person cancelled turn",
     "run_numbered_from_its_card": "run numbers skip",
+    "turn_stops_short": "without the model's answer",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario

@@ -868,7 +868,8 @@ class EngineAdapter:
     def check_config(self) -> CheckConfig:
         # The simulator's thresholds: time is scenario time on every engine.
         return CheckConfig(hand_off_after=self.config.hand_off_after,
-                           max_wait=self.config.max_wait)
+                           max_wait=self.config.max_wait,
+                           max_steps_per_turn=self.config.max_steps_per_turn)
 
     def preflight(self) -> None:
         """Before any run: PostgreSQL and Toxiproxy are installed, and what the engine needs

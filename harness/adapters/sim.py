@@ -157,7 +157,8 @@ class SimAdapter:
 
     def check_config(self) -> CheckConfig:
         return CheckConfig(hand_off_after=self.config.hand_off_after,
-                           max_wait=self.config.max_wait)
+                           max_wait=self.config.max_wait,
+                           max_steps_per_turn=self.config.max_steps_per_turn)
 
     def open(self, ctx: RunContext) -> SimRuntime:
         return SimRuntime(ctx, self.build)

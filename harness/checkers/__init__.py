@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Final
 
 from harness.checkers.access import AccessRechecked
+from harness.checkers.answered import TurnAnswered
 from harness.checkers.answers import AnswerFate
 from harness.checkers.asked import ApprovalAsked
 from harness.checkers.authorization import EffectAuthorized
@@ -60,6 +61,7 @@ __all__ = [
     "OutcomeJustified",
     "PinningBound",
     "Result",
+    "TurnAnswered",
     "TurnOutcome",
     "TurnPerMessage",
     "Valid",
@@ -90,6 +92,7 @@ ALL: Final[tuple[Checker, ...]] = (
     TurnPerMessage(),
     BackgroundHonored(),
     CancelHonored(),
+    TurnAnswered(),
 )
 
 

@@ -23,7 +23,8 @@ end of the faults that were holding things up, plus the tolerance), or the perso
 its session while its turn was in progress (a cancelled turn stops at its next step; an
 answer after the cancel runs nothing, though the turn may end only at its hand-off). An
 answer refused as "already decided" on a call nobody had answered, which then waits out its
-days, was dropped with a false reason.
+days, was dropped with a false reason. A refusal that also names the outcome that ended the
+call (`outcome`, optional) must name an outcome, and the call's final one once it has one.
 """
 
 from __future__ import annotations
@@ -144,6 +145,14 @@ class AnswerFate:
                 turn_end = turn_ends.get(turn)
                 stopped = (turn_end is not None and turn_end <= by) or _cancelled(
                     model.turns.get(turn), cancels.get(str(attr(r, "session")), []), r)
+                wrong = _outcome_named_wrong(r, results.get(tc, []))
+                if wrong:
+                    violations.append(Violation(
+                        f"an answer to {tc} was refused at {at(r.time)} as ended by "
+                        f"{r.data.get('outcome')!r}, {wrong}: "
+                        f"{_what_happened(results.get(tc, []))}: {r.describe()}",
+                        cite((r,)),
+                    ))
                 if not _reason_true(r, given_to.get(tc, []), results.get(tc, []), by,
                                     stopped):
                     violations.append(Violation(
@@ -175,6 +184,22 @@ def _reason_true(refusal: Record, given: list[Record], results: list[Record],
         return True
     wanted = _REASON_OUTCOMES.get(reason)
     return wanted is None or bool(finals & wanted)  # not_yours: not judged here
+
+
+def _outcome_named_wrong(refusal: Record, results: list[Record]) -> str:
+    """What is wrong with the outcome a refusal names as the one that ended its call (the
+    optional `outcome`), or "": it must be an outcome, and the call's final one once the
+    call has one (a call whose result was never written is not judged)."""
+    if "outcome" not in refusal.data:
+        return ""
+    named = refusal.data["outcome"]
+    if not isinstance(named, str) or not named:
+        return "which names no outcome"
+    finals = {str(r.data.get("outcome")) for r in results
+              if str(r.data.get("outcome")) not in _NOT_FINAL}
+    if finals and named not in finals:
+        return f"but the call ended {', '.join(sorted(finals))}"
+    return ""
 
 
 def _cancelled(turn: TurnModel | None, cancels: list[Record], refusal: Record) -> bool:

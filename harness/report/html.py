@@ -90,6 +90,8 @@ DESCRIPTIONS: Final[dict[str, str]] = {
                           "already decided.",
     "cancel-honored": "A cancelled turn stops spending: at most the model step in flight, "
                       "and no approval after the cancel runs its tools.",
+    "turn-answered": "A turn that completed gave the model's answer (or spent its step "
+                     "bound), and none spent more model steps than the bound.",
 }
 
 _MAX_VIOLATIONS_SHOWN: Final = 10

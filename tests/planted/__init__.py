@@ -39,6 +39,7 @@ MODULES: tuple[str, ...] = (
     "background_only_in_call",
     "cancel_ignored_while_running",
     "approval_after_cancel",
+    "turn_stops_short",
 )
 
 
