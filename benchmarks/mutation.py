@@ -218,6 +218,7 @@ def results(tree: Path, db: Path) -> list[dict[str, Any]]:
         module = mutation["module_path"]
         row = mutation["start_pos"][0]
         source = (tree / module).read_text().splitlines()[row - 1].strip()
+        diff = result.get("diff") or ""
         rows.append(
             {
                 "module": module,
@@ -226,6 +227,7 @@ def results(tree: Path, db: Path) -> list[dict[str, Any]]:
                 "occurrence": mutation["occurrence"],
                 "definition": mutation.get("definition_name"),
                 "source": source,
+                "mutated": mutated_line(diff),
                 "worker_outcome": result["worker_outcome"],
                 "test_outcome": result["test_outcome"],
                 "diff": result.get("diff") or "",
@@ -234,14 +236,35 @@ def results(tree: Path, db: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def triage() -> dict[tuple[str, str, str], dict[str, str]]:
-    """Triaged survivors keyed by (module, operator, source line): stable across line shifts."""
+def mutated_line(diff: str) -> str:
+    """The first line the mutant's diff adds, stripped: which of a key's mutants it is."""
+    for line in diff.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            return line[1:].strip()
+    return ""
+
+
+def triage() -> dict[tuple[str, ...], dict[str, str]]:
+    """Triaged survivors keyed by (module, operator, source line): stable across line shifts.
+
+    An entry with `mutated` (the line as the mutant has it) is keyed by that too and judges
+    only that mutant of its key: the constants of one line, say, where some mutants are
+    equivalent and one is not."""
     if not TRIAGE.exists():
         return {}
     data = tomllib.loads(TRIAGE.read_text())
     return {
-        (e["module"], e["operator"], e["source"]): e for e in data.get("mutant", [])
+        (e["module"], e["operator"], e["source"], *([e["mutated"]] if "mutated" in e else []))
+        : e for e in data.get("mutant", [])
     }
+
+
+def entry_for(known: dict[tuple[str, ...], dict[str, str]],
+              r: dict[str, Any]) -> dict[str, str] | None:
+    """The triage entry of survivor `r`: the one for its own mutation, else its key's."""
+    key = (r["module"], r["operator"], r["source"])
+    mutated = r.get("mutated")
+    return (known.get((*key, mutated)) if mutated else None) or known.get(key)
 
 
 def classify(survived: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -249,10 +272,11 @@ def classify(survived: list[dict[str, Any]]) -> list[dict[str, Any]]:
     known = triage()
     listed = []
     for r in survived:
-        entry = known.get((r["module"], r["operator"], r["source"]))
+        entry = entry_for(known, r)
         verdict = "untriaged" if entry is None else (
             "equivalent" if entry.get("verdict") == "equivalent" else "gap")
         listed.append({k: r[k] for k in ("module", "line", "operator", "source")}
+                      | ({"mutated": r["mutated"]} if r.get("mutated") else {})
                       | {"triage": verdict})
     return listed
 
@@ -312,7 +336,8 @@ def wanted_lines(specs: list[str]) -> set[tuple[str, int]]:
 def rerun_keys(previous: list[dict[str, Any]], lines: set[tuple[str, int]]) -> Counter[Key]:
     """The survivors to run again: those on `lines` (all if none), less the ones the triage
     file calls equivalent (no oracle can kill those)."""
-    equivalent = {k for k, e in triage().items() if e.get("verdict") == "equivalent"}
+    equivalent = {k for k, e in triage().items()
+                  if len(k) == 3 and e.get("verdict") == "equivalent"}
     return Counter(_key(r) for r in previous
                    if (not lines or (r["module"], r["line"]) in lines)
                    and _key(r) not in equivalent)

@@ -639,6 +639,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("turn.started", ("turn",)),
         ("turn.ended", ("turn",)),
         ("op.cancel", ("session",)),
+        ("tool.background", ("tool_call",)),
         *_FAULTS, *_EVERY,
     ),
     "effect-done": _reads(

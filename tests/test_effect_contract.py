@@ -420,3 +420,84 @@ def test_an_answer_too_recent_to_judge_is_not_a_violation() -> None:
     r = AnswerFate().check(h, CONFIG)
     passing(r)
     assert r.stats["unjudged"] == 1
+
+
+def started(h: History) -> Record:
+    return ob(h, "turn.started", 0, "turn.started:s1.turn1", {"message": "s1.m1"},
+              session="s1", turn="s1.turn1")
+
+
+def _refused_naming(h: History, t: float, outcome: Any) -> Record:
+    return ob(h, "answer.refused", t, f"answer.refused:{TC}#1",
+              {"reason": "ended", "decision": "approve", "outcome": outcome},
+              session="s1", turn="s1.turn1", tool_call=TC)
+
+
+def test_the_outcome_a_refusal_names_is_the_calls_final_one() -> None:
+    # The person cancels, approves at once: refused as ended by the cancel, and the call
+    # ends cancelled. True.
+    h = History()
+    started(h)
+    card(h)
+    h.add("op.cancel", "ok", time=MIN, session="s1")
+    answer(h, MIN + 1)
+    _refused_naming(h, MIN + 1, "cancelled")
+    result(h, 5 * MIN, "cancelled")
+    h.add("run.end", time=DAY)
+    passing(AnswerFate().check(h, CONFIG))
+    # Told "cancelled", and the call waited out its 8 days: the cancel never ended it.
+    h = History()
+    started(h)
+    card(h)
+    h.add("op.cancel", "ok", time=MIN, session="s1")
+    answer(h, MIN + 1)
+    told = _refused_naming(h, MIN + 1, "cancelled")
+    result(h, 8 * DAY, "expired")
+    h.add("run.end", time=9 * DAY)
+    r = AnswerFate().check(h, CONFIG)
+    assert (f"an answer to {TC} was refused at t=61s as ended by 'cancelled', but the call "
+            "ended expired: it expired at t=8.00d") in failing(r)
+    assert told.index in r.violations[0].records
+    # A refusal that names no outcome.
+    h = History()
+    card(h)
+    answer(h, MIN)
+    _refused_naming(h, MIN, None)
+    result(h, MIN, "answered")
+    h.add("run.end", time=DAY)
+    assert "which names no outcome" in failing(AnswerFate().check(h, CONFIG))
+
+
+def test_a_call_sent_to_the_background_after_the_refusal_goes_on_as_its_own() -> None:
+    """Soak seed 5400000 (scenario 51): the person cancels, then approves and sends the call
+    to the background at one instant. The approval is refused as ended by the cancel; the
+    background request takes the call out of its turn, and the call then expires: the named
+    outcome was true of the turn when the person was told."""
+    h = History()
+    started(h)
+    card(h)
+    h.add("op.cancel", "ok", time=0, session="s1")
+    answer(h, 3)
+    _refused_naming(h, 3, "cancelled")
+    ob(h, "tool.background", 3, f"tool.background:{TC}", session="s1", turn="s1.turn1",
+       tool_call=TC)
+    result(h, 3, "background")
+    result(h, 8 * DAY, "expired")
+    h.add("run.end", time=9 * DAY)
+    passing(AnswerFate().check(h, CONFIG))
+
+
+def test_a_held_call_outlives_the_turn_its_refusal_names() -> None:
+    """Soak seed 5400001 (scenario 52): an approved charge crashes after the work and is held
+    at the instant the person cancels and approves again; the approval is refused as ended by
+    the cancel, and the confirmation card, left to the person, expires 8 days later."""
+    h = History()
+    started(h)
+    card(h)
+    h.add("op.cancel", "ok", time=HOUR, session="s1")
+    answer(h, HOUR)
+    _refused_naming(h, HOUR, "cancelled")
+    result(h, HOUR, "held")
+    result(h, 8 * DAY + HOUR, "expired", run=2)
+    h.add("run.end", time=9 * DAY)
+    passing(AnswerFate().check(h, CONFIG))

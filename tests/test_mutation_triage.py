@@ -31,9 +31,11 @@ def mutation() -> ModuleType:
 def test_every_listed_survivor_is_triaged_with_a_reason() -> None:
     latest = json.loads((ROOT / "benchmarks" / "mutation-latest.json").read_text())
     entries = tomllib.loads((ROOT / "benchmarks" / "mutation-triage.toml").read_text())["mutant"]
-    known = {(e["module"], e["operator"], e["source"]): e for e in entries}
+    known = {(e["module"], e["operator"], e["source"], *([e["mutated"]] if "mutated" in e
+                                                        else [])): e for e in entries}
     for s in latest["survivors"]:
-        entry = known.get((s["module"], s["operator"], s["source"]))
+        key = (s["module"], s["operator"], s["source"])
+        entry = (known.get((*key, s["mutated"])) if s.get("mutated") else None) or known.get(key)
         assert entry is not None, f"untriaged survivor: {s}"
         assert entry["verdict"] in ("equivalent", "gap"), entry
         assert entry["why"].strip(), entry
@@ -97,3 +99,34 @@ def test_lines_name_a_module_and_its_lines(mutation: ModuleType) -> None:
         ("reference_impl/pending.py", 126), ("reference_impl/pending.py", 141), ("a/b.py", 3)}
     with pytest.raises(SystemExit, match="write module:line"):
         mutation.wanted_lines(["reference_impl/pending.py"])
+
+
+def test_an_entry_with_its_mutated_line_judges_only_that_mutant_of_its_key(
+    mutation: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    triage = tmp_path / "triage.toml"
+    triage.write_text('''
+[[mutant]]
+module = "m.py"
+operator = "op"
+source = "x = 1"
+verdict = "gap"
+why = "x = 0 lets a stale timer through"
+closed_by = "open"
+
+[[mutant]]
+module = "m.py"
+operator = "op"
+source = "x = 1"
+mutated = "x = 2"
+verdict = "equivalent"
+why = "still distinct"
+''')
+    monkeypatch.setattr(mutation, "TRIAGE", triage)
+    assert mutation.mutated_line("--- a\n+++ b\n@@ -1 +1 @@\n-    x = 1\n+    x = 2\n") == "x = 2"
+    row = {"module": "m.py", "line": 3, "operator": "op", "source": "x = 1"}
+    listed = mutation.classify([row | {"mutated": "x = 2"}, row | {"mutated": "x = 0"}, row])
+    assert [s["triage"] for s in listed] == ["equivalent", "gap", "gap"]
+    assert listed[0]["mutated"] == "x = 2" and "mutated" not in listed[2]
+    # A rerun still selects the key: one of its mutants is not equivalent.
+    assert mutation.rerun_keys([row], set()) == Counter({("m.py", "op", "x = 1"): 1})

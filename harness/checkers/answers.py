@@ -24,7 +24,10 @@ its session while its turn was in progress (a cancelled turn stops at its next s
 answer after the cancel runs nothing, though the turn may end only at its hand-off). An
 answer refused as "already decided" on a call nobody had answered, which then waits out its
 days, was dropped with a false reason. A refusal that also names the outcome that ended the
-call (`outcome`, optional) must name an outcome, and the call's final one once it has one.
+call (`outcome`, optional) must name an outcome, and the call's final one once it has one,
+unless the call outlived its turn: the person sent it to the background after the refusal (a
+call in the background is no longer its turn's: a cancelled turn's call goes on there, and its
+answer still runs it), or it was held (its confirmation card is left to the person).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from harness.checkers.model import TurnModel, model_of
 from harness.history import History, Record
 
 _KINDS: Final = frozenset({"op.answer", "tool.result", "answer.refused", "turn.ended",
-                           "op.cancel"})
+                           "op.cancel", "tool.background"})
 # The decision whose answer each applied outcome accounts for.
 _APPLIED: Final = {"answered": "approve", "rejected_access": "approve", "held": "approve",
                    "denied": "deny"}
@@ -82,9 +85,15 @@ class AnswerFate:
         refusals: dict[str, list[Record]] = {}
         results: dict[str, list[Record]] = {}
         cancels: dict[str, list[Record]] = {}  # session -> the cancels delivered to it
+        moved: dict[str, list[Record]] = {}  # tool call -> its moves to the background
         for r in history.records:
             kind = r.kind
             if kind not in _KINDS or not dedup.fresh(r):
+                continue
+            if kind == "tool.background":
+                tc = attr(r, "tool_call")
+                if tc is not None:
+                    moved.setdefault(str(tc), []).append(r)
                 continue
             if kind == "op.cancel":
                 if r.type == "ok" and r.session:
@@ -145,7 +154,7 @@ class AnswerFate:
                 turn_end = turn_ends.get(turn)
                 stopped = (turn_end is not None and turn_end <= by) or _cancelled(
                     model.turns.get(turn), cancels.get(str(attr(r, "session")), []), r)
-                wrong = _outcome_named_wrong(r, results.get(tc, []))
+                wrong = _outcome_named_wrong(r, results.get(tc, []), moved.get(tc, []))
                 if wrong:
                     violations.append(Violation(
                         f"an answer to {tc} was refused at {at(r.time)} as ended by "
@@ -186,15 +195,23 @@ def _reason_true(refusal: Record, given: list[Record], results: list[Record],
     return wanted is None or bool(finals & wanted)  # not_yours: not judged here
 
 
-def _outcome_named_wrong(refusal: Record, results: list[Record]) -> str:
+def _outcome_named_wrong(refusal: Record, results: list[Record], moved: list[Record]) -> str:
     """What is wrong with the outcome a refusal names as the one that ended its call (the
     optional `outcome`), or "": it must be an outcome, and the call's final one once the
-    call has one (a call whose result was never written is not judged)."""
+    call has one (a call whose result was never written is not judged). Two ways a call
+    outlives the turn that ended: the person sent it to the background after the refusal (a
+    call in the background is no longer its turn's), or it was held (its confirmation card
+    is left to the person, whatever ends the turn)."""
     if "outcome" not in refusal.data:
         return ""
     named = refusal.data["outcome"]
     if not isinstance(named, str) or not named:
         return "which names no outcome"
+    if any(m.index > refusal.index for m in moved) or any(
+            str(r.data.get("outcome")) == "held"
+            or (str(r.data.get("outcome")) == "background" and r.index > refusal.index)
+            for r in results):
+        return ""
     finals = {str(r.data.get("outcome")) for r in results
               if str(r.data.get("outcome")) not in _NOT_FINAL}
     if finals and named not in finals:
