@@ -85,7 +85,8 @@ class Timing:
     long after the last fault the engine may take to settle) at the scale's steepest rate,
     `downtime` (a crashed worker's) at the moment of the crash. `card_patience` is how long
     an answer waits for its card to show, in real seconds (the runner's default is 30, days
-    on such a scale).
+    on such a scale). `max_steps_per_turn` is your agent's bound on model steps per turn, if
+    it has one: `turn-answered` then judges it (None: not judged from above).
 
     The run does not use `scale` as given but `run_scale`: `scale` with a guard band of
     `tolerance` real seconds after each bound (`harness.scaling.guarded`), so that a bound's
@@ -103,6 +104,7 @@ class Timing:
     liveness: float = 5.0
     downtime: float = 1.0
     card_patience: float = 3.0
+    max_steps_per_turn: int | None = None
     run_scale: Scale = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -114,6 +116,11 @@ class Timing:
             _positive(getattr(self, name), name, "scenario seconds")
         for name in ("tolerance", "liveness", "downtime", "card_patience"):
             _positive(getattr(self, name), name, "real seconds")
+        steps = self.max_steps_per_turn
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)
+                                  or steps < 1):
+            raise ConfigError(f"Expected max_steps_per_turn >= 1 (model steps) or None but got "
+                              f"max_steps_per_turn={steps!r} (type={type(steps).__name__})")
         object.__setattr__(self, "run_scale", guarded(
             self.scale, (self.hand_off_after, self.max_wait), self.tolerance))
 
@@ -144,7 +151,8 @@ class Timing:
         return CheckConfig(hand_off_after=self.hand_off_after, max_wait=self.max_wait,
                            tolerance=max(hand_off, max_wait), hand_off_tolerance=hand_off,
                            max_wait_tolerance=max_wait,
-                           liveness_bound=self.max_wait + self.run_scale.steepest * self.liveness)
+                           liveness_bound=self.max_wait + self.run_scale.steepest * self.liveness,
+                           max_steps_per_turn=self.max_steps_per_turn)
 
 
 @dataclass(frozen=True, slots=True)

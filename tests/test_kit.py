@@ -65,6 +65,15 @@ def test_tolerances_in_real_seconds_become_the_checkers_scenario_seconds() -> No
 ANCHORED = AnchoredScale(((300.0, 3.0), (8 * DAY, 30.0)))  # the examples' scale
 
 
+def test_an_agents_step_bound_is_stated_to_the_checkers_when_given() -> None:
+    assert Timing(ANCHORED).check_config().max_steps_per_turn is None
+    assert Timing(ANCHORED, max_steps_per_turn=5).check_config().max_steps_per_turn == 5
+    for bad in (0, 2.5, True, "8"):
+        with pytest.raises(ConfigError, match=r"max_steps_per_turn >= 1 \(model steps\) or "
+                                              rf"None but got max_steps_per_turn={bad!r}"):
+            Timing(ANCHORED, max_steps_per_turn=bad)  # type: ignore[arg-type]
+
+
 def test_each_bound_gets_its_own_tolerance_at_the_scales_rate_leading_up_to_it() -> None:
     config = Timing(ANCHORED, hand_off_after=300.0, max_wait=8 * DAY,
                     tolerance=1.0).check_config()
