@@ -32,4 +32,5 @@ INVARIANTS: Final[tuple[str, ...]] = (
     "background-honored",
     "cancel-honored",
     "turn-answered",
+    "card-closed",
 )

@@ -116,6 +116,8 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "service": "the world service a fault is on (`contract.services.SERVICES`)",
     "throttled": "true when the fault is a 429 repeated because Retry-After had not passed",
     "op": "which call of the service met the fault: `show` or `close` (the card service)",
+    "cards": "every approval card the world's card service showed, by tool call, with the "
+             "outcome it was closed with (null: still open)",
     "times": "how many times",
     "seconds": "real seconds",
     "replay": "true when the attempt replays a journal (a retry or a move to another host)",
@@ -358,7 +360,8 @@ _KINDS: Final = (
          (), ("at",)),
     Kind("fault.redeploy", "runner", "the runner deployed a new version", (),
          ("deployment", "version"), types=("info", "event")),
-    Kind("run.end", "runner", "the run ended"),
+    Kind("run.end", "runner", "the run ended (with the world's card board, when it showed a "
+         "card)", (), ("cards",)),
     Kind("run.error", "runner", "the run stopped on an error", ("error",)),
     Kind("step.skipped", "runner", "a schedule step not applied: the runtime lacks what it "
          "needs (a capability, a world endpoint, a declared fault point)",
@@ -676,6 +679,12 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("effect.delivered", ("effect", "logical", "turn", "asked")),
         ("turn.ended", ("turn", "reason")),
         *_EVERY,
+    ),
+    "card-closed": _reads(
+        ("tool.result", ("tool_call", "outcome")),
+        ("run.end", ("cards",)),
+        ("clock.latency", ("seconds",)),
+        *_FAULTS,
     ),
     "context-kept": _reads(
         ("effect.delivered", ("effect", "logical", "key", "turn", "asked")),

@@ -158,7 +158,8 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
             if heal is not None:
                 history.add("fault.heal", data={"at": heal})
             runtime.finish()
-            history.add("run.end")
+            board = _board(runtime)
+            history.add("run.end", data={"cards": board} if board else None)
     except RunTimeout:
         error = (f"timed out: the run passed its wall-clock limit of {limit:g}s (raise it "
                  "with --run-timeout or the ini key chaos_run_timeout)")
@@ -475,6 +476,13 @@ def _open_cards(runtime: Runtime, session: str, waits: bool, known: bool) -> lis
         runtime.advance(runtime.now() + CARD_STEP)
         found = cards()
     return found
+
+
+def _board(runtime: Runtime) -> dict[str, str | None] | None:
+    """The world's card board at the run's end (`card-closed` judges it), or None when the
+    runtime's world keeps none (a world of the user's own making)."""
+    board = getattr(getattr(runtime.world, "cards", None), "board", None)
+    return board() if callable(board) else None
 
 
 def _healed_at(schedule: Schedule) -> float | None:

@@ -384,6 +384,11 @@ class CardBoard:
     def open_cards(self, session: str) -> list[Card]:
         return [c for c in self.world.cards.values() if c.session == session and not c.closed]
 
+    def board(self) -> dict[str, str | None]:
+        """Every card shown, by tool call, with the outcome it was closed with (None: open):
+        what the person sees at the end of a run (`run.end` carries it; `card-closed`)."""
+        return {tc: card.closed for tc, card in sorted(self.world.cards.items())}
+
 
 class HistoryObserver:
     """Writes the runtime's observations into the history.

@@ -57,13 +57,13 @@ def passing(result: Result) -> None:
 # ---------------------------------------------------------------- composition
 
 
-def test_all_lists_the_twenty_invariants_in_the_design_order() -> None:
+def test_all_lists_the_twenty_one_invariants_in_the_design_order() -> None:
     assert [c.name for c in ALL] == [
         "no-duplicate-effects", "pinning-bound", "busy-rule", "fencing", "turn-outcome",
         "access-rechecked", "conservative-recovery", "liveness", "effect-authorized",
         "answer-fate", "effect-done", "hold-justified", "outcome-justified", "message-logged",
         "approval-asked", "context-kept", "turn-per-message", "background-honored",
-        "cancel-honored", "turn-answered",
+        "cancel-honored", "turn-answered", "card-closed",
     ]
     for checker in ALL:
         assert checker.description.endswith(".") and "\n" not in checker.description
@@ -72,7 +72,7 @@ def test_all_lists_the_twenty_invariants_in_the_design_order() -> None:
 
 def test_public_surface_is_pinned() -> None:
     assert set(checkers.__all__) == {
-        "ALL", "AccessRechecked", "AnswerFate", "ApprovalAsked", "BackgroundHonored",
+        "ALL", "AccessRechecked", "AnswerFate", "ApprovalAsked", "BackgroundHonored", "CardClosed",
         "BusyRule", "CancelHonored", "CheckConfig", "ContextKept", "Checker",
         "ConservativeRecovery", "EffectAuthorized", "EffectDone", "Fencing", "HoldJustified",
         "Liveness",

@@ -99,7 +99,8 @@ def test_an_unclaimed_violation_is_kept_apart_and_never_fails_the_run(outside: P
         "busy-rule", "fencing", "access-rechecked", "conservative-recovery",
         "effect-authorized", "answer-fate", "effect-done", "hold-justified",
         "outcome-justified", "message-logged", "approval-asked", "context-kept",
-        "turn-per-message", "background-honored", "cancel-honored", "turn-answered"}
+        "turn-per-message", "background-honored", "cancel-honored", "turn-answered",
+        "card-closed"}
 
 
 def test_a_runtime_that_claims_the_busy_rule_and_breaks_it_fails(outside: Path) -> None:
@@ -135,7 +136,7 @@ def test_the_cli_exit_status_follows_the_claims(
             "access-rechecked, conservative-recovery, effect-authorized, answer-fate, "
             "effect-done, hold-justified, outcome-justified, message-logged, "
             "approval-asked, context-kept, turn-per-message, background-honored, "
-            "cancel-honored, turn-answered") in out
+            "cancel-honored, turn-answered, card-closed") in out
     assert "busy-rule (not claimed) would fail in 1 run(s), e.g. new-message-during-" in out
 
     assert main([*args, str(tmp_path / "b"), "--adapter",
@@ -151,7 +152,7 @@ def test_the_cli_exit_status_follows_the_claims(
            "conservative-recovery, effect-authorized, answer-fate, effect-done, " \
            "hold-justified, outcome-justified, message-logged, approval-asked, " \
            "context-kept, turn-per-message, background-honored, cancel-honored, " \
-           "turn-answered" in out
+           "turn-answered, card-closed" in out
 
 
 def test_a_replay_command_keeps_the_invariants_it_was_judged_by(
@@ -244,9 +245,9 @@ def test_the_plugin_skips_generated_items_of_unclaimed_invariants(
         "--chaos-adapter", "lean_runtime:adapter", "--chaos-scenarios=busy.toml",
         "--chaos-schedules", "2", "--chaos-seed", "1", "--chaos-report=out", "-rs")
     # The contract, the scenario and the 4 claimed generated items pass; the generated
-    # items of the 16 unclaimed invariants are skipped with the reason.
-    result.assert_outcomes(passed=6, skipped=16)
-    result.stdout.fnmatch_lines(["SKIPPED [[]16[]] *: not claimed: adapter "
+    # items of the 17 unclaimed invariants are skipped with the reason.
+    result.assert_outcomes(passed=6, skipped=17)
+    result.stdout.fnmatch_lines(["SKIPPED [[]17[]] *: not claimed: adapter "
                                  "lean_runtime:adapter does not claim this invariant*"])
     root = ET.parse(project.path / "out" / "junit.xml").getroot()
     cases = [c for c in root.iter("testcase") if c.get("name") == "busy-rule"]

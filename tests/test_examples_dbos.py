@@ -77,3 +77,47 @@ def test_no_server_outlives_the_run(tmp_path: Path) -> None:
     assert run.error is None, run.error
     # Killed, restarted and stopped: every server of the run is gone, its group included.
     assert [g for g in live_groups() if g.pid not in before and g.alive] == []
+
+
+LOOKUPS = """name = "three-lookups"
+horizon = "1h"
+[[step]]
+at = "0s"
+do = "message"
+session = "s1"
+text = "look up three things"
+tools = ["lookup", "lookup", "lookup"]
+"""
+
+
+def test_turn_answered_catches_a_loop_that_stops_short_of_the_agents_bound(
+        tmp_path: Path) -> None:
+    """The agent states its bound (`Timing(max_steps_per_turn=8)`); with the stops-short
+    defect its loop ends after 2 model steps, and the turn, reported completed, never gave the
+    person the model's answer. The same scenario passes on the correct agent."""
+    from harness import RunOptions, load_scenario, run_schedule
+    from harness.kit import KitAdapter
+
+    sys.path.insert(0, str(ROOT))
+    from examples.dbos_approval import agent, chaos
+    from examples.dbos_approval.settings import TIMING
+
+    assert TIMING.max_steps_per_turn == agent.MAX_STEPS
+
+    class StopsShort(chaos.ApprovalRuntime):
+        def worker_env(self, version: str) -> dict[str, str]:
+            return super().worker_env(version) | {"AGENT_DEFECTS": "stops-short"}
+
+    (tmp_path / "lookups.toml").write_text(LOOKUPS, encoding="utf-8")
+    schedule = load_scenario(tmp_path / "lookups.toml")
+    verdicts = {}
+    for adapter in (chaos.adapter, KitAdapter("dbos-approval+stops-short", StopsShort,
+                                              TIMING, "stops after 2 model steps")):
+        run = run_schedule(adapter, schedule, RunOptions(report_dir=tmp_path / adapter.name))
+        assert run.error is None, run.error
+        [answered] = [r for r in run.results if r.checker == "turn-answered"]
+        verdicts[adapter.name] = (answered.valid, answered.witness(limit=1))
+    assert verdicts["dbos-approval"] == (True, "")
+    valid, witness = verdicts["dbos-approval+stops-short"]
+    assert valid is False
+    assert "ended completed" in witness and "spent 2 of its 8 steps" in witness, witness

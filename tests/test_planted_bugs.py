@@ -71,6 +71,7 @@ WITNESS = {
     "approval_after_cancel": "after the person cancelled turn",
     "run_numbered_from_its_card": "run numbers skip",
     "turn_stops_short": "without the model's answer",
+    "card_left_open": "still open at the run's end",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario
@@ -262,6 +263,8 @@ CAUGHT_BY = {
     "result_filed_under_next_turn": ("04-new-message-during-waiting-turn",
                                      "under turn s1.turn2 of session s1, not its own turn "
                                      "s1.turn1"),
+    "card_left_open": ("03-never-answered-expires", "still open at the run's end (t=9.00d), "
+                       "although the call ended expired at t=8.00d"),
 }
 
 
@@ -276,12 +279,13 @@ def test_a_scenario_file_catches_the_planted_bug(name: str) -> None:
     assert witness in result.witness(limit=50)
 
 
-# The bugs of the effect contract (issue 22), as a user finds them: a default
-# `durable-chaos run` exits 1. What catches each is a scenario file (`CAUGHT_BY`), so the
+# The bugs of the effect contract (issue 22) and of the card's truth, as a user finds them: a
+# default `durable-chaos run` exits 1. What catches each is a scenario file (`CAUGHT_BY`), so the
 # verdict cannot depend on the seed; seeds 0-4 run here with one generated schedule each (the
 # full 100 of the default budget cost 9 s a run on a loaded 2-core machine: run by hand, see
 # the issue's notes), to show that no seed's schedules change the exit status.
-EFFECT_CONTRACT_BUGS = ("rerun_ignores_end", "answer_dropped", "result_filed_under_next_turn")
+EFFECT_CONTRACT_BUGS = ("rerun_ignores_end", "answer_dropped", "result_filed_under_next_turn",
+                        "card_left_open")
 
 
 @pytest.mark.parametrize("name", EFFECT_CONTRACT_BUGS)

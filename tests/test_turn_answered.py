@@ -1,9 +1,13 @@
 """turn-answered on small hand-made histories: a turn that completed had the model's text
-reply or spent its step bound, and no turn billed more model steps than the bound."""
+reply or spent its step bound, and no turn billed more model steps than the bound; and an
+adapter written outside the package that states its bound."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from harness.checkers import CheckConfig, Result, TurnAnswered
 from harness.history import History, Record
@@ -94,3 +98,25 @@ def test_without_a_stated_bound_only_a_turn_with_no_step_at_all_is_judged() -> N
     assert r2.valid is False and len(r2.violations) == 1
     assert "s1.turn2 ended completed at t=21s without the model's answer: the model billed " \
            "no text reply for it; the person got no answer" in r2.witness(limit=20)
+
+
+def test_an_outside_adapter_that_states_its_bound_is_judged_by_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """tests/outside_adapters/step_bound.py, a user's adapter on the simulator (public API
+    only), states its agent's bound in its CheckConfig; the default run finds the loop that
+    stops short of it, and the correct loop passes the scenario that plans nine lookups."""
+    from harness.cli import main
+
+    monkeypatch.chdir(Path(__file__).resolve().parent / "outside_adapters")
+    code = main(["run", "--adapter", "step_bound:stops_short_adapter", "--seed", "0",
+                 "--schedules", "1", "--report-dir", str(tmp_path / "short"), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert ("turn-answered: " in out and "ended completed" in out
+            and "it spent 2 of its 8 steps" in out), out
+    scenario = str(Path(__file__).resolve().parents[1] / "scenarios"
+                   / "50-a-turn-stops-at-its-step-bound.toml")
+    assert main(["run", "--adapter", "step_bound:adapter", "--scenarios", scenario,
+                 "--schedules", "1", "--report-dir", str(tmp_path / "bound"),
+                 "--quiet"]) == 0, capsys.readouterr().out

@@ -10,7 +10,9 @@ The model, the outbox and the approval cards are HTTP endpoints at WORLD_URL (in
 the harness's world). The system database is SQLite (DBOS_SYSTEM_DATABASE_URL), as for a small
 service on one machine; a `postgresql://` URL works the same way.
 
-Run a server: `APP_VERSION=v1 python -m examples.dbos_approval.agent`.
+Run a server: `APP_VERSION=v1 python -m examples.dbos_approval.agent`. A turn asks the model
+at most `MAX_STEPS` times. `AGENT_DEFECTS=stops-short` plants a defect: the loop stops after
+2 model steps, and a turn that asked for more tools ends without the model's answer.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 from dbos import DBOS
 
 NEEDS_APPROVAL = {"send_email", "charge_card"}
+MAX_STEPS = 8  # model steps per turn (settings.TIMING states it for the chaos run)
+STEPS = 2 if "stops-short" in os.environ.get("AGENT_DEFECTS", "").split(",") else MAX_STEPS
 
 
 def _post(path: str, body: dict[str, Any]) -> Any:
@@ -64,7 +68,7 @@ def send_email(tool_call: str, to: str) -> str:
 def approval_turn(session: str, turn: str, text: str, user: str, plan: list[Any],
                   max_wait: float) -> str:
     messages: list[Any] = [{"role": "user", "text": text, "plan": plan}]
-    for step in range(8):
+    for step in range(STEPS):
         reply = ask_model(session, turn, step, messages)
         call = reply.get("tool_call")
         if call is None:

@@ -16,5 +16,6 @@ from harness.kit import AnchoredScale, Timing
 DAY = 86400.0
 SCALE = AnchoredScale(((300.0, 3.0), (8 * DAY, 30.0)))
 # A server takes 1-2 real seconds to start; a crashed one is back 2 real seconds later.
+# `max_steps_per_turn`: the agent's own bound on model steps per turn (agent.MAX_STEPS).
 TIMING = Timing(SCALE, hand_off_after=300.0, max_wait=8 * DAY, tolerance=1.0, liveness=5.0,
-                downtime=2.0)
+                downtime=2.0, max_steps_per_turn=8)

@@ -25,6 +25,7 @@ from harness.checkers.base import (
 )
 from harness.checkers.busy import BusyRule
 from harness.checkers.cancel import CancelHonored
+from harness.checkers.cards import CardClosed
 from harness.checkers.context import ContextKept
 from harness.checkers.done import EffectDone
 from harness.checkers.effects import NoDuplicateEffects
@@ -47,6 +48,7 @@ __all__ = [
     "BackgroundHonored",
     "BusyRule",
     "CancelHonored",
+    "CardClosed",
     "CheckConfig",
     "Checker",
     "ConservativeRecovery",
@@ -93,6 +95,7 @@ ALL: Final[tuple[Checker, ...]] = (
     BackgroundHonored(),
     CancelHonored(),
     TurnAnswered(),
+    CardClosed(),
 )
 
 

@@ -92,6 +92,8 @@ DESCRIPTIONS: Final[dict[str, str]] = {
                       "and no approval after the cancel runs its tools.",
     "turn-answered": "A turn that completed gave the model's answer (or spent its step "
                      "bound), and none spent more model steps than the bound.",
+    "card-closed": "A call's approval card closes when the call ends, with its outcome, and "
+                   "stays open while the call still waits on the person.",
 }
 
 _MAX_VIOLATIONS_SHOWN: Final = 10

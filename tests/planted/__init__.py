@@ -40,6 +40,7 @@ MODULES: tuple[str, ...] = (
     "cancel_ignored_while_running",
     "approval_after_cancel",
     "turn_stops_short",
+    "card_left_open",
 )
 
 
