@@ -608,7 +608,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         *_EVERY,
     ),
     "conservative-recovery": _reads(
-        ("tool.intent", ("session", "turn", "tool_call", "epoch", "invocation", "host")),
+        ("tool.intent", ("session", "turn", "tool_call", "epoch", "invocation", "host", "key")),
         ("effect.attempted", ("key", "tool_call")),
         ("threadlog.assigned", ("session", "epoch", "owner")),
         ("attempt.started", ("invocation", "replay")),

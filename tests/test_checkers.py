@@ -1238,6 +1238,31 @@ def test_recovery_new_key_after_move_is_a_violation() -> None:
     assert result.violations[0].records == (intent.index, move.index, again.index)
 
 
+def test_recovery_an_attempt_under_another_key_than_the_intent_recorded_is_a_violation(
+) -> None:
+    h = History()
+    _assign(h, 0, 1, "h1", "a1")
+    ob(h, "tool.intent", 10, "i1", {"tool": "charge_card"}, session="s1", turn="T1",
+       tool_call="tc1", invocation="inv3", key="email:tc1")
+    wrong = _attempt(h, 11, "charge:tc1")
+    _attempt(h, 12, "charge:tc1")  # reported once per intent
+    ev(h, "run.end", HOUR)
+    result = ConservativeRecovery().check(h, CONFIG)
+    witness = failing(result)
+    assert witness.startswith("tool call tc1 was attempted under idempotency key charge:tc1, "
+                              "not the key its intent recorded (email:tc1)")
+    assert len(result.violations) == 1 and wrong.index in result.violations[0].records
+    # The key it recorded, or none at all: nothing to compare.
+    for key in ("charge:tc1", None):
+        h = History()
+        _assign(h, 0, 1, "h1", "a1")
+        ob(h, "tool.intent", 10, "i1", {"tool": "charge_card"}, session="s1", turn="T1",
+           tool_call="tc1", invocation="inv3", key=key)
+        _attempt(h, 11, "charge:tc1")
+        ev(h, "run.end", HOUR)
+        passing(ConservativeRecovery().check(h, CONFIG))
+
+
 def test_recovery_new_owner_executing_before_the_hold_is_a_violation() -> None:
     h = History()
     _intent(h)  # epoch 1, owned by host h1

@@ -72,6 +72,7 @@ WITNESS = {
     "run_numbered_from_its_card": "run numbers skip",
     "turn_stops_short": "without the model's answer",
     "card_left_open": "still open at the run's end",
+    "intent_records_another_key": "not the key its intent recorded",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario
@@ -265,6 +266,9 @@ CAUGHT_BY = {
                                      "s1.turn1"),
     "card_left_open": ("03-never-answered-expires", "still open at the run's end (t=9.00d), "
                        "although the call ended expired at t=8.00d"),
+    "intent_records_another_key": ("07-background-after-handoff",
+                                   "attempted under idempotency key charge:s1.turn1.t1, not "
+                                   "the key its intent recorded (email:s1.turn1.t1)"),
 }
 
 
@@ -285,7 +289,7 @@ def test_a_scenario_file_catches_the_planted_bug(name: str) -> None:
 # full 100 of the default budget cost 9 s a run on a loaded 2-core machine: run by hand, see
 # the notes), to show that no seed's schedules change the exit status.
 EFFECT_CONTRACT_BUGS = ("rerun_ignores_end", "answer_dropped", "result_filed_under_next_turn",
-                        "card_left_open")
+                        "card_left_open", "intent_records_another_key")
 
 
 @pytest.mark.parametrize("name", EFFECT_CONTRACT_BUGS)

@@ -27,6 +27,12 @@ For an intent in flight when ownership moved:
   cancellation or a steer; judged only once `tolerance` has passed after the move.
 
 A later intent for the same tool call (a confirmed re-run after a hold) starts afresh.
+
+An intent that names its idempotency key (`key`) names the key its effect is attempted
+under: recovery reads the key from the intent in the thread log, so an intent that recorded
+another one (an email's message id on a charge) would have a recovery re-execute the tool
+under a key the provider never saw. Every `effect.attempted` of the call while the intent is
+its latest must carry it.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ class _Intent:
     held: Record | None = None
     settled: Record | None = None  # a result or an accepted end after the move
     resolved: bool = False
+    wrong_key: bool = False  # an attempt under another key than the recorded one, reported
 
 
 @final
@@ -184,6 +191,16 @@ class ConservativeRecovery:
                 intent = intents.get(tc)
                 if intent is None:
                     continue
+                recorded = attr(intent.record, "key")
+                if recorded is not None and key != recorded and not intent.wrong_key:
+                    intent.wrong_key = True
+                    violations.append(Violation(
+                        f"tool call {tc} was attempted under idempotency key {key}, not the "
+                        f"key its intent recorded ({recorded}): a recovery that reads the "
+                        f"intent would run it again under a key the provider never saw: "
+                        f"{intent.record.describe()}; {r.describe()}",
+                        cite((intent.record, r)),
+                    ))
                 if intent.first_key is None:
                     intent.first_key = key
                 if intent.move is None:

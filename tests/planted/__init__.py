@@ -41,6 +41,7 @@ MODULES: tuple[str, ...] = (
     "approval_after_cancel",
     "turn_stops_short",
     "card_left_open",
+    "intent_records_another_key",
 )
 
 
