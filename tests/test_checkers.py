@@ -1115,6 +1115,57 @@ def test_access_delivery_after_hand_off_without_any_recheck_is_a_violation() -> 
     assert "no re-run checked it after the hand-off at t=5.2m" in witness
 
 
+def _in_call(revoke_at: float | None, *, approve_at: float | None = 200.0,
+             grant_at: float | None = None, tool: str = "send_email") -> History:
+    """A call never handed off: the model asks for it at 100, the person approves it (when
+    `approve_at`), its run writes its intent and its effect is delivered at 400."""
+    h = History()
+    ev(h, "op.message", 0, {"message_id": "m1", "user": "u1"}, type="invoke", session="s1")
+    if revoke_at is not None and revoke_at < 100:
+        ev(h, "identity.revoked", revoke_at, {"user": "u1", "tool": tool})
+    ev(h, "effect.delivered", 100, {"effect": "model", "logical": "T1:0", "asked": "tc1"},
+       key="model:T1:0", session="s1", turn="T1")
+    approved = approve_at if approve_at is not None else 300
+    if revoke_at is not None and 100 <= revoke_at < approved:
+        ev(h, "identity.revoked", revoke_at, {"user": "u1", "tool": tool})
+    if approve_at is not None:
+        ob(h, "tool.awaiting", 101, "aw1", {"tool": tool}, session="s1", turn="T1",
+           tool_call="tc1")
+        ev(h, "op.answer", approve_at, {"decision": "approve"}, type="invoke", session="s1",
+           tool_call="tc1")
+    if revoke_at is not None and approved <= revoke_at < 300:
+        ev(h, "identity.revoked", revoke_at, {"user": "u1", "tool": tool})
+    if grant_at is not None:
+        ev(h, "identity.granted", grant_at, {"user": "u1", "tool": tool})
+    ob(h, "tool.intent", 300, "in1", {"tool": tool}, session="s1", turn="T1",
+       tool_call="tc1")
+    if revoke_at is not None and revoke_at >= 300:
+        ev(h, "identity.revoked", revoke_at, {"user": "u1", "tool": tool})
+    ev(h, "effect.delivered", 400, {"effect": "email", "logical": "tc1"}, key="k1",
+       session="s1", turn="T1", tool_call="tc1")
+    return h
+
+
+def test_access_a_call_never_handed_off_is_judged_from_its_ask_and_its_approval() -> None:
+    """A call approved in the call (or needing no approval) was checked after the model
+    asked for it and after the approval its run began on: a revocation standing then, and
+    still at the delivery, was there to be seen."""
+    witness = failing(AccessRechecked().check(_in_call(150), CONFIG))
+    assert ("email of tool call tc1 was delivered at t=6.7m although user u1 lost access to "
+            "send_email at t=2.5m, before the person approved it at t=3.3m") in witness
+    witness = failing(AccessRechecked().check(_in_call(50, approve_at=None, tool="notify"),
+                                              CONFIG))
+    assert "lost access to notify at t=50s, before the model asked for it at t=100s" in witness
+    # Revoked after the approval, or after the run began: the check may have come first.
+    passing(AccessRechecked().check(_in_call(250), CONFIG))
+    passing(AccessRechecked().check(_in_call(350), CONFIG))
+    # Granted again before the delivery: a check just before it would allow it.
+    passing(AccessRechecked().check(_in_call(150, grant_at=250), CONFIG))
+    # No ask and no approval the harness can place: not judged.
+    h = _in_call(None, approve_at=None)
+    passing(AccessRechecked().check(h, CONFIG))
+
+
 def test_access_the_user_is_the_one_the_session_named_before_the_delivery() -> None:
     """The session's user (named by its message) decides whose revocation counts, not the
     only user the run revoked; a user named only after the delivery does not count."""

@@ -73,6 +73,7 @@ WITNESS = {
     "turn_stops_short": "without the model's answer",
     "card_left_open": "still open at the run's end",
     "intent_records_another_key": "not the key its intent recorded",
+    "unapproved_call_checked_for_nobody": "before the model asked for it",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario
@@ -269,6 +270,9 @@ CAUGHT_BY = {
     "intent_records_another_key": ("07-background-after-handoff",
                                    "attempted under idempotency key charge:s1.turn1.t1, not "
                                    "the key its intent recorded (email:s1.turn1.t1)"),
+    "unapproved_call_checked_for_nobody": (
+        "53-access-revoked-before-a-resumed-turn-asks-for-its-next-tool",
+        "lost access to notify at t=6.0m, before the model asked for it at t=10.0m"),
 }
 
 
@@ -289,7 +293,8 @@ def test_a_scenario_file_catches_the_planted_bug(name: str) -> None:
 # full 100 of the default budget cost 9 s a run on a loaded 2-core machine: run by hand, see
 # the notes), to show that no seed's schedules change the exit status.
 EFFECT_CONTRACT_BUGS = ("rerun_ignores_end", "answer_dropped", "result_filed_under_next_turn",
-                        "card_left_open", "intent_records_another_key")
+                        "card_left_open", "intent_records_another_key",
+                        "unapproved_call_checked_for_nobody")
 
 
 @pytest.mark.parametrize("name", EFFECT_CONTRACT_BUGS)

@@ -18,6 +18,12 @@ latest deployment, re-resolving identity and the tool catalog. So:
   paused mid-request delivers it late, as a real paused process does, and no re-run of the
   call was ever asked to check.
 
+A call never handed off is judged by when it was asked for and approved: its run's check
+came after the model asked for it (the world's billed reply naming it, `asked`) and after the
+approval the run began on (the last approving `op.answer` before its intent). A revocation
+standing at the later of the two, and still standing at the delivery (no grant since), was
+there to be seen: a delivery then is a violation.
+
 Identity events name a user. The user of a tool call is the one its re-run names
 (`data["user"]`), else the session's (from any record with a session and `data["user"]`, such
 as `message.received`); failing both, a revocation applies when its user is the session id or
@@ -66,6 +72,12 @@ class AccessRechecked:
         # is judged as of its record.
         events = sorted(((r, call) for call in model.calls.values()
                          for r in (*call.reruns, *call.deliveries)), key=lambda x: x[0].index)
+        # Tool call -> the world's first billed model reply that asked for it.
+        asked: dict[str, Record] = {}
+        if model.identity.changes:
+            for rec in history.records:
+                if rec.kind == "effect.delivered" and rec.data.get("asked") is not None:
+                    asked.setdefault(str(rec.data["asked"]), rec)
         violations: list[Violation] = []
         reruns = unplaced = denied = 0
         for r, call in events:
@@ -89,7 +101,7 @@ class AccessRechecked:
                         cite((rev, r)),
                     ))
             else:
-                violation = _delivery(model, call, r)
+                violation = _delivery(model, call, r, asked)
                 if violation is not None:
                     violations.append(violation)
 
@@ -101,18 +113,20 @@ class AccessRechecked:
                      "version, so whether they ran on the latest deployment cannot be judged",
             )
         return verdict(
-            self.name, violations, reached=reruns > 0,
+            self.name, violations, reached=reruns > 0 or bool(violations),
             note="" if reruns else "no tool was re-run after a hand-off", stats=stats,
         )
 
 
-def _delivery(model: RunModel, call: ToolCall, r: Record) -> Violation | None:
-    """A delivery of a handed-off call, judged by the check of the run that sent it."""
+def _delivery(model: RunModel, call: ToolCall, r: Record,
+              asked: dict[str, Record]) -> Violation | None:
+    """A delivery of a handed-off call, judged by the check of the run that sent it; of any
+    other call, by when it was asked for and approved (`_in_call`)."""
     if not model.identity.changes:
         return None  # nobody lost access to anything
     wait = _handed(call, r.index)
     if wait is None:
-        return None
+        return _in_call(model, call, r, asked)
     call_tool = _named(call, r.index, "tool")
     rev = _revocation(model, call, r, call_tool)
     if rev is None:
@@ -140,6 +154,42 @@ def _delivery(model: RunModel, call: ToolCall, r: Record) -> Violation | None:
            f"and no re-run checked it after the hand-off at {at(wait.time)}")
         + f": {rev.describe()}; {r.describe()}",
         cite(x for x in (wait, rev, check, r) if x is not None),
+    )
+
+
+def _in_call(model: RunModel, call: ToolCall, r: Record,
+             asked: dict[str, Record]) -> Violation | None:
+    """A delivery of a call that was never handed off: the run it came from (its last intent
+    before it) was checked after the model asked for the call (the world's billed reply
+    naming it) and after the last approval before that intent, if the person approved it. A
+    revocation standing at the later of the two and still at the delivery (no grant between)
+    was there to be seen by that check."""
+    call_tool = _named(call, r.index, "tool")
+    if call_tool is None:
+        return None
+    intent = call.intent_before(r.index)
+    upto = intent.index if intent is not None else r.index
+    since = asked.get(call.id)
+    if since is not None and since.index >= upto:
+        since = None
+    for answer in call.answers:
+        if answer.index >= upto:
+            break
+        if answer.type == "invoke" and answer.data.get("decision") == "approve":
+            since = answer if since is None or answer.index > since.index else since
+    if since is None:
+        return None  # when the call was checked, the harness cannot tell
+    rev = _revocation(model, call, since, call_tool)
+    if rev is None or _revocation(model, call, r, call_tool) is not rev:
+        return None
+    when = ("the person approved it" if since.kind == "op.answer" else
+            "the model asked for it")
+    return Violation(
+        f"{r.data.get('effect', 'effect')} of tool call {call.id} was delivered at "
+        f"{at(r.time)} although user {rev.data.get('user')} lost access to {call_tool} at "
+        f"{at(rev.time)}, before {when} at {at(since.time)}: {rev.describe()}; "
+        f"{r.describe()}",
+        cite((rev, since, r)),
     )
 
 

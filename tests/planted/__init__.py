@@ -42,6 +42,7 @@ MODULES: tuple[str, ...] = (
     "turn_stops_short",
     "card_left_open",
     "intent_records_another_key",
+    "unapproved_call_checked_for_nobody",
 )
 
 
