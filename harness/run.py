@@ -428,7 +428,9 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
                                      " (no message was sent to it before)")))
             return
         card = cards[0]
-        data = {"decision": step.get("decision")} if action == "answer" else {}
+        # Who answered: the run's access rules judge the approver's access (`access-rechecked`).
+        data = ({"decision": step.get("decision"), "user": step.get("user")}
+                if action == "answer" else {})
         history.add(kind, "invoke", session=session, turn=card.turn, tool_call=card.tool_call,
                     data=data)
         if action == "answer":

@@ -1166,6 +1166,40 @@ def test_access_a_call_never_handed_off_is_judged_from_its_ask_and_its_approval(
     passing(AccessRechecked().check(h, CONFIG))
 
 
+def test_access_an_approved_run_is_judged_by_the_approvers_access() -> None:
+    """The runner says who answered (`op.answer` `user`): an approval is that person's
+    authority, whatever user the runtime says its check was about."""
+    def history(revoked: str, rerun: bool) -> History:
+        h = History()
+        ev(h, "op.message", 0, {"message_id": "m1", "user": "alice"}, type="invoke",
+           session="s1")
+        _deploy(h, 0, "dep1", "v1")
+        ob(h, "tool.awaiting", 10, "aw1", {"tool": "send_email"}, session="s1", turn="T1",
+           tool_call="tc1")
+        ev(h, "identity.revoked", 60, {"user": revoked, "tool": "send_email"})
+        if rerun:
+            ob(h, "tool.handoff", 310, "ho1", session="s1", turn="T1", tool_call="tc1")
+        ev(h, "op.answer", 600, {"decision": "approve", "user": "bob"}, type="invoke",
+           session="s1", tool_call="tc1")
+        if rerun:  # the runtime says it checked alice's access
+            ob(h, "tool.rerun", 600, "rr1", {"access": "granted", "user": "alice",
+                                             "version": "v1"},
+               session="s1", turn="T1", tool_call="tc1", deployment="dep1")
+        ob(h, "tool.intent", 601, "in1", {"tool": "send_email"}, session="s1", turn="T1",
+           tool_call="tc1")
+        ev(h, "effect.delivered", 602, {"effect": "email", "logical": "tc1"}, key="k1",
+           session="s1", turn="T1", tool_call="tc1")
+        return h
+
+    assert "user bob lost access to send_email at t=60s, before the person approved it" in (
+        failing(AccessRechecked().check(history("bob", rerun=False), CONFIG)))
+    assert "re-ran with access=granted at t=10.0m although user bob lost access" in (
+        failing(AccessRechecked().check(history("bob", rerun=True), CONFIG)))
+    # The requester lost access, the approver did not: the approver's authority stands.
+    passing(AccessRechecked().check(history("alice", rerun=False), CONFIG))
+    passing(AccessRechecked().check(history("alice", rerun=True), CONFIG))
+
+
 def test_access_the_user_is_the_one_the_session_named_before_the_delivery() -> None:
     """The session's user (named by its message) decides whose revocation counts, not the
     only user the run revoked; a user named only after the delivery does not count."""

@@ -74,6 +74,7 @@ WITNESS = {
     "card_left_open": "still open at the run's end",
     "intent_records_another_key": "not the key its intent recorded",
     "unapproved_call_checked_for_nobody": "before the model asked for it",
+    "approval_checked_for_the_requester": "although user bob lost access",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario
@@ -81,9 +82,12 @@ WITNESS = {
 # seed): the re-run must race a new message at one fault point (a pause before the log's
 # lock, scenario 22), and a dropped answer needs an answer that reaches a call already ended
 # while its card is still open (the same race). 150 generated schedules of seed 0 reach
-# neither (measured); the generator's reach is issue 22's section 3.
+# neither (measured); the generator's reach is issue 22's section 3. An approval by another
+# person than the one who asked needs a second person, and generated schedules give a session
+# one (scenario 54 has Bob approve Alice's calls).
 SCENARIO_ONLY: frozenset[str] = frozenset({"rerun_ignores_end", "answer_dropped",
-                                           "approval_after_cancel"})
+                                           "approval_after_cancel",
+                                           "approval_checked_for_the_requester"})
 
 # The planted bugs explored here: all the others, one per invariant at least.
 BUGS: tuple[str, ...] = tuple(name for name in planted.MODULES if name not in SCENARIO_ONLY)
@@ -273,6 +277,9 @@ CAUGHT_BY = {
     "unapproved_call_checked_for_nobody": (
         "53-access-revoked-before-a-resumed-turn-asks-for-its-next-tool",
         "lost access to notify at t=6.0m, before the model asked for it at t=10.0m"),
+    "approval_checked_for_the_requester": ("54-approval-by-a-person-who-lost-access",
+                                           "although user bob lost access to send_email at "
+                                           "t=60s, before the person approved it at t=2.0m"),
 }
 
 
@@ -294,7 +301,8 @@ def test_a_scenario_file_catches_the_planted_bug(name: str) -> None:
 # the issue's notes), to show that no seed's schedules change the exit status.
 EFFECT_CONTRACT_BUGS = ("rerun_ignores_end", "answer_dropped", "result_filed_under_next_turn",
                         "card_left_open", "intent_records_another_key",
-                        "unapproved_call_checked_for_nobody")
+                        "unapproved_call_checked_for_nobody",
+                        "approval_checked_for_the_requester")
 
 
 @pytest.mark.parametrize("name", EFFECT_CONTRACT_BUGS)

@@ -24,7 +24,9 @@ approval the run began on (the last approving `op.answer` before its intent). A 
 standing at the later of the two, and still standing at the delivery (no grant since), was
 there to be seen: a delivery then is a violation.
 
-Identity events name a user. The user of a tool call is the one its re-run names
+Identity events name a user. A run the person approved is judged by the approver's access:
+the runner records who answered (`op.answer` `user`), which the runtime cannot rewrite, and
+an approval is that person's authority. The user of a tool call is the one its re-run names
 (`data["user"]`), else the session's (from any record with a session and `data["user"]`, such
 as `message.received`); failing both, a revocation applies when its user is the session id or
 the only user the run ever revoked or granted that tool.
@@ -193,6 +195,18 @@ def _in_call(model: RunModel, call: ToolCall, r: Record,
     )
 
 
+def _approver(call: ToolCall, index: int) -> str | None:
+    """Who gave the last approval of the call up to record `index`, if the answer says."""
+    found = None
+    for answer in call.answers:
+        if answer.index > index:
+            break
+        if answer.type == "invoke" and answer.data.get("decision") == "approve":
+            user = answer.data.get("user")
+            found = None if user is None else str(user)
+    return found
+
+
 def _read(call: ToolCall, index: int) -> Iterator[Record]:
     """The call's records this checker reads, up to record `index`, in order."""
     return (r for r in sorted((*call.asks, *call.answers, *call.intents, *call.reruns,
@@ -221,14 +235,16 @@ def _handed(call: ToolCall, index: int) -> Record | None:
 def _revocation(model: RunModel, call: ToolCall, r: Record, tool: str | None) -> Record | None:
     """The revocation standing against the call's user for `tool` as of record `r`.
 
-    The user of a tool call is the one its re-run names, else the session's; failing both, a
+    The user of a run the person approved is the one who approved it (the last approving
+    `op.answer` up to `r` that names a user: the runner says who answered, which the runtime
+    cannot rewrite); else the one its re-run names, else the session's; failing all, a
     revocation applies when its user is the session id or the only user the run ever revoked
     or granted that tool."""
     identity = model.identity
     if tool is None or not identity.changes:
         return None
     session = attr(r, "session") or _named(call, r.index, "session")
-    user = identity.call_user(call.id, r.index)
+    user = _approver(call, r.index) or identity.call_user(call.id, r.index)
     if user is None and session is not None:
         user = identity.session_user(session, r.index)
     if user is None:

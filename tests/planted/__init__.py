@@ -43,6 +43,7 @@ MODULES: tuple[str, ...] = (
     "card_left_open",
     "intent_records_another_key",
     "unapproved_call_checked_for_nobody",
+    "approval_checked_for_the_requester",
 )
 
 
