@@ -116,6 +116,7 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "service": "the world service a fault is on (`contract.services.SERVICES`)",
     "throttled": "true when the fault is a 429 repeated because Retry-After had not passed",
     "op": "which call of the service met the fault: `show` or `close` (the card service)",
+    "of": "the session that owns the call a request named, when not the session that asked",
     "cards": "every approval card the world's card service showed, by tool call, with the "
              "outcome it was closed with (null: still open)",
     "times": "how many times",
@@ -352,8 +353,10 @@ _KINDS: Final = (
     Kind("op.answer", "runner", "the runner answered the session's open card (fail: no card)",
          (), ("session", "turn", "tool_call", "decision", "user", "reason"),
          (("decision", ("approve", "deny")),), types=("invoke", "ok", "fail", "info")),
-    Kind("op.background", "runner", "the runner sent the open tool call to the background",
-         ("session",), ("turn", "tool_call", "reason"), types=("invoke", "ok", "fail", "info")),
+    Kind("op.background", "runner", "the runner sent the open tool call to the background "
+         "(`session` asked; `of`: the session that owns the call, when another)",
+         ("session",), ("turn", "tool_call", "of", "reason"),
+         types=("invoke", "ok", "fail", "info")),
     Kind("op.cancel", "runner", "the runner cancelled the session's turn", ("session",),
          types=("invoke", "ok", "fail", "info")),
     Kind("fault.heal", "runner", "every fault is over from here (the liveness window starts)",
@@ -715,7 +718,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         *_FAULTS, *_EVERY,
     ),
     "background-honored": _reads(
-        ("op.background", ("tool_call",)),
+        ("op.background", ("session", "tool_call", "of")),
         ("op.answer", ("tool_call",)),
         ("answer.refused", ("tool_call",)),
         ("tool.background", ("tool_call",)),

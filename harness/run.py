@@ -415,7 +415,9 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
         history.add("op.message", "ok", session=session, data={"message_id": message_id})
     elif action in ("answer", "background"):
         session = step.get("session")
-        cards = _open_cards(runtime, session, waits, session in messages)
+        # `of`: a request from `session` naming a call of another session (a stranger's).
+        owner = step.get("of") if action == "background" else None
+        cards = _open_cards(runtime, owner or session, waits, (owner or session) in messages)
         kind = f"op.{action}"
         if not cards:
             reason = "no open card" if session in messages else "unknown session"
@@ -430,14 +432,15 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
         card = cards[0]
         # Who answered: the run's access rules judge the approver's access (`access-rechecked`).
         data = ({"decision": step.get("decision"), "user": step.get("user")}
-                if action == "answer" else {})
+                if action == "answer" else {"of": owner} if owner else {})
         history.add(kind, "invoke", session=session, turn=card.turn, tool_call=card.tool_call,
                     data=data)
         if action == "answer":
             runtime.answer(card.tool_call, step.get("decision"), step.get("user"))
         else:
             runtime.background(session, card.tool_call)  # type: ignore[attr-defined]
-        history.add(kind, "ok", session=session, turn=card.turn, tool_call=card.tool_call)
+        history.add(kind, "ok", session=session, turn=card.turn, tool_call=card.tool_call,
+                    data={"of": owner} if owner else None)
     elif action == "cancel":
         session = step.get("session")
         if session not in messages:

@@ -5,6 +5,10 @@ violation; one sent too near the end, or under a fault that never healed, is not
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from harness.checkers import BackgroundHonored, CheckConfig, Result
 from harness.history import History, Record
 
@@ -167,3 +171,79 @@ def test_an_answer_at_the_instant_of_the_request_races_it() -> None:
         h.add("tool.result", time=3 * DAYS, session="s1", turn="s1.turn1", tool_call=CALL,
               data={"event_id": "h1", "outcome": "held"})
         assert check(h, 8 * DAYS).valid is moot, answered_at
+
+
+def stranger(h: History, t: float) -> Record:
+    """Session s9 names s1's call (the runner's `of`)."""
+    h.add("op.background", "invoke", time=t, session="s9", turn="s1.turn1", tool_call=CALL,
+          data={"of": "s1"})
+    return h.add("op.background", "ok", time=t, session="s9", turn="s1.turn1",
+                 tool_call=CALL, data={"of": "s1"})
+
+
+def moved(h: History, t: float, event: str = "b1") -> Record:
+    return h.add("tool.background", time=t, session="s1", turn="s1.turn1", tool_call=CALL,
+                 data={"event_id": event, "phase": "live"})
+
+
+def test_a_call_moved_at_a_strangers_request_is_a_violation() -> None:
+    h = History()
+    asked(h)
+    request = stranger(h, 60)
+    move = moved(h, 60)
+    r = check(h, 8 * DAYS)
+    assert r.valid is False and r.reached
+    (v,) = r.violations
+    assert v.message.startswith(
+        "s1.turn1.t1 of session s1 went to the background at t=60s at the request of session "
+        "s9, which does not own it (no request of s1 before it)")
+    assert v.records == (request.index, move.index)
+
+
+def test_a_strangers_request_that_moves_nothing_is_judged_and_passes() -> None:
+    h = History()
+    asked(h)
+    stranger(h, 60)
+    r = check(h, 8 * DAYS)
+    assert r.valid is True and r.reached  # not owed a move: the stranger is not the person
+    # The call's own person asks later: that request is honored, the stranger's stays moot.
+    background(h, 600)
+    moved(h, 600)
+    assert check(h, 8 * DAYS).valid is True
+
+
+def test_a_call_its_own_person_moved_first_is_not_the_strangers_doing() -> None:
+    h = History()
+    asked(h)
+    background(h, 30)
+    stranger(h, 60)
+    moved(h, 60)
+    assert check(h, 8 * DAYS).valid is True
+    h = History()
+    asked(h)
+    moved(h, 10)  # in the background before the stranger asked
+    stranger(h, 60)
+    assert check(h, 8 * DAYS).valid is True
+
+
+def test_an_outside_adapter_whose_gateway_resolves_the_callers_session_is_caught(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """tests/outside_adapters/gateway.py, a user's runtime on the simulator (public API
+    only): scenario 55 has session s1 name s2's call; the gateway that forwards the asking
+    session passes, the one that looks the call's session up moves the stranger's call."""
+    from harness.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root / "tests" / "outside_adapters")
+    scenario = str(root / "scenarios"
+                   / "55-a-stranger-sends-another-sessions-call-to-the-background.toml")
+    args = ["run", "--scenarios", scenario, "--schedules", "0", "--quiet", "--report-dir"]
+    assert main([*args, str(tmp_path / "a"), "--adapter", "gateway:adapter"]) == 0, (
+        capsys.readouterr().out)
+    capsys.readouterr()
+    assert main([*args, str(tmp_path / "b"), "--adapter", "gateway:resolving_adapter"]) == 1
+    out = capsys.readouterr().out
+    assert ("background-honored: 1 run(s), e.g. a-stranger-sends-another-sessions-call-to-"
+            "the-background: s2.turn1.t1 of session s2 went to the background at t=60s at "
+            "the request of session s1, which does not own it") in out, out

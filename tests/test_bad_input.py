@@ -64,6 +64,14 @@ SCENARIOS: list[tuple[str, str | bytes, str]] = [
                                                                 'session = "s1"\n',
      "field 'horizon': '1m' ends the run before step[1] at '2m'; set the horizon after the "
      "last step, or leave it out"),
+    ("an answer naming another session's call", MESSAGE + '[[step]]\nat = "1m"\n'
+                                                          'do = "answer"\nsession = "s1"\n'
+                                                          'of = "s2"\n',
+     "field 'step[1].of': 'answer' takes no of"),
+    ("a background request's of is a number", MESSAGE + '[[step]]\nat = "1m"\n'
+                                                       'do = "background"\nsession = "s1"\n'
+                                                       'of = 2\n',
+     "field 'step[1].of': expected a string, got 2"),
     ("missing session", '[[step]]\nat = "0s"\ndo = "message"\n',
      "field 'step[0].session': 'message' needs session; add session = ..."),
     ("session is a number", MESSAGE.replace('"s1"', "5"),

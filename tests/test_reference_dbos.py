@@ -281,3 +281,14 @@ def test_nothing_left_running_after_ctrl_c_or_kill(tmp_path: Path, sig: signal.S
     assert code in ((0, 1, 130) if sig == signal.SIGINT else (-signal.SIGKILL,)), code
     assert set(groups.values()) == set(KINDS), groups
     groups_gone(list(groups))
+
+
+def test_reference_on_dbos_a_stranger_cannot_move_another_sessions_call() -> None:
+    """Scenario 55 on real DBOS: session s1 names s2's call in a background request (twice);
+    nothing moves, and s2's person approves it later."""
+    outcome = run(Capturing(), scenario(
+        "55-a-stranger-sends-another-sessions-call-to-the-background.toml", "30m"))
+    failing = {k: v for k, v in verdicts(outcome).items() if v != "pass"}
+    assert failing == {}, failing
+    [background] = [r for r in outcome.results if r.checker == "background-honored"]
+    assert background.valid is True and background.reached

@@ -15,10 +15,16 @@ turn waiting on the person, which no other rule objects to: waiting on a person 
 
 A run that ended before the bound ran out does not judge the request; a fault that never
 healed judges nothing.
+
+A request sent from another session (`op.background` of session S naming a call of session
+T, the runner's `of`: a client that names a call it does not own) is not the person's: it
+must change nothing. A call moved to the background with no request of its own session
+before the move, and one from another, was moved by a stranger.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final, final
 
 from contract.records import JUDGED_ON, Reading
@@ -31,7 +37,7 @@ from harness.checkers.base import (
     tolerance_note,
     verdict,
 )
-from harness.checkers.model import ToolCall, TurnModel, model_of
+from harness.checkers.model import RunModel, ToolCall, TurnModel, model_of
 from harness.history import History, Record, fmt_duration
 
 # The records that say a call went to the background (with outcome `background` for those
@@ -74,13 +80,24 @@ class BackgroundHonored:
         if not requests:
             return Result(self.name, True, reached=False, note="no call was sent to the "
                           "background")
+        violations: list[Violation] = []
+        own: list[Record] = []
+        strangers = 0  # foreign requests: each judged by every move of its call to the end
+        for r in requests:
+            if _foreign(model, r) is None:
+                own.append(r)
+                continue
+            strangers += 1
+            violation = _moved_by_stranger(model, r, requests, moved.get(str(r.tool_call), ()))
+            if violation is not None:
+                violations.append(violation)
+        requests = own
         if model.faults.unhealed:
             return Result(self.name, True, reached=False,
                           note="a fault never healed, so background requests were not judged")
         bound = config.liveness_bound + config.latency
         heal = model.healed_at
-        violations: list[Violation] = []
-        judged = 0
+        judged = strangers
         for r in requests:
             call = r.tool_call
             assert call is not None
@@ -113,6 +130,36 @@ class BackgroundHonored:
             return Result(self.name, True, reached=False,
                           note="no background request was sent long enough before the end")
         return verdict(self.name, violations)
+
+
+def _foreign(model: RunModel, request: Record) -> str | None:
+    """The session that owns the call a request from another session named, else None."""
+    call = model.calls.get(str(request.tool_call))
+    owner = request.data.get("of") or (call.session if call is not None else None)
+    if owner is None or request.session is None or owner == request.session:
+        return None
+    return str(owner)
+
+
+def _moved_by_stranger(model: RunModel, request: Record, requests: list[Record],
+                       moves: Sequence[Record]) -> Violation | None:
+    """A move of the call after a foreign request, with no request of its own session before
+    the move: the stranger's request moved it."""
+    owner = _foreign(model, request)
+    for move in moves:
+        if move.index < request.index:
+            return None  # in the background before the stranger asked
+        if any(r.tool_call == request.tool_call and r.index < move.index
+               and _foreign(model, r) is None for r in requests):
+            return None  # its own person asked first
+        return Violation(
+            f"{request.tool_call} of session {owner} went to the background at "
+            f"{at(move.time)} at the request of session {request.session}, which does not "
+            f"own it (no request of {owner} before it): {request.describe()}; "
+            f"{move.describe()}",
+            cite((request, move)),
+        )
+    return None
 
 
 def _wait_ended(turn: TurnModel | None, call: str, deadline: float) -> bool:

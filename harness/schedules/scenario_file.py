@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from contract.invariants import INVARIANTS
 from harness.errors import ScenarioError
@@ -243,7 +243,11 @@ def _step(raw: Any, where: str, index: int) -> Step:
         params[key] = raw[key]
     for key, default in optional.items():
         params[key] = raw.get(key, default)
-    extra = sorted(set(raw) - {"at", "do"} - set(required) - set(optional))
+    # Given only when written: a request from one session naming another's call.
+    foreign = {"of"} if action in _FOREIGN and "of" in raw else set()
+    for key in sorted(foreign):
+        params[key] = raw[key]
+    extra = sorted(set(raw) - {"at", "do"} - set(required) - set(optional) - foreign)
     if extra:
         raise ScenarioError(where, f"{here}.{extra[0]}", f"'{action}' takes no {extra[0]}",
                             f"its fields are {sorted({*required, *optional})}")
@@ -252,6 +256,11 @@ def _step(raw: Any, where: str, index: int) -> Step:
             params[key] = _duration(params[key], where, f"{here}.{key}")
     _validate(action, params, where, here)
     return Step(at, action, tuple(params.items()))
+
+
+# The person's requests that may name another session's call (`of`): what a client that
+# guessed or leaked a call's id would send; the runtime must change nothing.
+_FOREIGN: Final = frozenset({"background"})
 
 
 def _validate(action: str, params: dict[str, Any], where: str, here: str) -> None:
@@ -269,7 +278,7 @@ def _validate(action: str, params: dict[str, Any], where: str, here: str) -> Non
     if action == "answer" and params["decision"] not in ("approve", "deny"):
         raise ScenarioError(where, f"{here}.decision", f"unknown decision "
                             f"{params['decision']!r}", "use 'approve' or 'deny'")
-    for key in ("session", "host", "user", "tool", "version", "text"):
+    for key in ("session", "host", "user", "tool", "version", "text", "of"):
         if key in params and not isinstance(params[key], str):
             raise ScenarioError(where, f"{here}.{key}", f"expected a string, got "
                                 f"{params[key]!r}", f'write {key} = "..."')
