@@ -75,6 +75,7 @@ WITNESS = {
     "intent_records_another_key": "not the key its intent recorded",
     "unapproved_call_checked_for_nobody": "before the model asked for it",
     "approval_checked_for_the_requester": "although user bob lost access",
+    "background_for_any_session": "which does not own it",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario
@@ -84,10 +85,12 @@ WITNESS = {
 # while its card is still open (the same race). 150 generated schedules of seed 0 reach
 # neither (measured); the generator's reach is issue 22's section 3. An approval by another
 # person than the one who asked needs a second person, and generated schedules give a session
-# one (scenario 54 has Bob approve Alice's calls).
+# one (scenario 54 has Bob approve Alice's calls); a request that names another session's call
+# (`of`) is written in scenario 55 only.
 SCENARIO_ONLY: frozenset[str] = frozenset({"rerun_ignores_end", "answer_dropped",
                                            "approval_after_cancel",
-                                           "approval_checked_for_the_requester"})
+                                           "approval_checked_for_the_requester",
+                                           "background_for_any_session"})
 
 # The planted bugs explored here: all the others, one per invariant at least.
 BUGS: tuple[str, ...] = tuple(name for name in planted.MODULES if name not in SCENARIO_ONLY)
@@ -280,6 +283,10 @@ CAUGHT_BY = {
     "approval_checked_for_the_requester": ("54-approval-by-a-person-who-lost-access",
                                            "although user bob lost access to send_email at "
                                            "t=60s, before the person approved it at t=2.0m"),
+    "background_for_any_session": (
+        "55-a-stranger-sends-another-sessions-call-to-the-background",
+        "s2.turn1.t1 of session s2 went to the background at t=60s at the request of "
+        "session s1, which does not own it"),
 }
 
 
@@ -302,7 +309,7 @@ def test_a_scenario_file_catches_the_planted_bug(name: str) -> None:
 EFFECT_CONTRACT_BUGS = ("rerun_ignores_end", "answer_dropped", "result_filed_under_next_turn",
                         "card_left_open", "intent_records_another_key",
                         "unapproved_call_checked_for_nobody",
-                        "approval_checked_for_the_requester")
+                        "approval_checked_for_the_requester", "background_for_any_session")
 
 
 @pytest.mark.parametrize("name", EFFECT_CONTRACT_BUGS)

@@ -44,6 +44,7 @@ MODULES: tuple[str, ...] = (
     "intent_records_another_key",
     "unapproved_call_checked_for_nobody",
     "approval_checked_for_the_requester",
+    "background_for_any_session",
 )
 
 
