@@ -28,12 +28,13 @@ scenario seconds). See docs/adapter-kit.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import math
 import os
 import shutil
 import tempfile
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -168,6 +169,22 @@ class Turn:
     max_wait: float  # real seconds the app waits for an answer
 
 
+def _reading_engine_first(cancel: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
+    """The subclass's `cancel`, after one fresh read of the engine: the turns already running
+    are recorded started before the runner records the cancel (`cancel-honored` judges the
+    turns in progress at the cancel). On the scaled clock the observer's next poll would come
+    a minute of scenario time later, and a cancel a few seconds after a message found no turn
+    in progress."""
+    @functools.wraps(cancel)
+    def wrapped(self: KitRuntime, session: str) -> None:
+        if self.observer is not None:
+            self.observer.refresh(timeout=2.0)
+        cancel(self, session)
+
+    wrapped._reads_engine_first = True  # type: ignore[attr-defined]
+    return wrapped
+
+
 class KitRuntime:
     """One run of a user's app on a real engine; subclass it (see the module docstring).
 
@@ -189,6 +206,12 @@ class KitRuntime:
     app_dir: ClassVar[Path | None] = None
     # A JSONL file the app writes its effects to, when it keeps its own (see `effect`).
     effects_file: Path | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("cancel")
+        if callable(own) and not getattr(own, "_reads_engine_first", False):
+            cls.cancel = _reading_engine_first(own)  # type: ignore[attr-defined]
 
     def __init__(self, ctx: RunContext, timing: Timing) -> None:
         self.ctx, self.timing, self.history = ctx, timing, ctx.history

@@ -111,9 +111,10 @@ def test_an_approval_after_a_cancel_is_refused_by_the_outside_agent_on_temporal(
     (a signal to a completed workflow raises) into `answer.refused`, with the reason from how
     the workflow ended. Before, the run ended unknown.
 
-    cancel-honored does not judge it: the kit records `turn.started` when a poll first sees
-    the workflow, which on the kit's scaled clock is a minute of scenario time after the
-    start, so the cancel 3 s in finds no turn in progress."""
+    cancel-honored judges it too: the kit reads the engine before the subclass's `cancel`, so
+    the turn's workflow, running by then, is recorded started before the cancel (the
+    observer's next poll would come a minute of scenario time later on the scaled clock, and
+    the cancel 3 s in found no turn in progress)."""
     from harness import History, RunOptions, load_scenario, run_schedule
 
     sys.path.insert(0, str(ROOT))
@@ -126,6 +127,8 @@ def test_an_approval_after_a_cancel_is_refused_by_the_outside_agent_on_temporal(
     verdicts = {r.checker: r for r in run.results}
     fate = verdicts["answer-fate"]
     assert fate.reached and fate.valid is True, (fate.note, fate.witness())
+    cancel = verdicts["cancel-honored"]
+    assert cancel.reached and cancel.valid is True, (cancel.note, cancel.witness())
     assert all(r.valid is not False for r in run.results), [
         r.witness() for r in run.results if r.valid is False]
     assert run.history_path is not None

@@ -417,3 +417,30 @@ def test_hosts_are_keyed_by_the_id_the_engine_gave_the_deployment() -> None:
     hosts.rename("v1", "dp_7f3")
     assert hosts.hosts[host][0] == "dp_7f3"
     assert hosts.select("latest/1") == host
+
+
+def test_a_subclass_cancel_reads_the_engine_first() -> None:
+    """The kit wraps the subclass's `cancel`: one fresh read of the engine, then the cancel,
+    so the turns running by then are recorded started before the runner records the cancel
+    (`cancel-honored` judges the turns in progress at the cancel)."""
+    from harness.kit import KitRuntime
+
+    calls: list[str] = []
+
+    class Observer:
+        def refresh(self, timeout: float = 10.0) -> bool:
+            calls.append(f"refresh {timeout:g}")
+            return True
+
+    class App(KitRuntime):
+        def cancel(self, session: str) -> None:
+            calls.append(f"cancel {session}")
+
+    class Again(App):  # inherited, not wrapped twice
+        pass
+
+    app = object.__new__(Again)
+    app.observer = Observer()  # type: ignore[assignment]
+    app.cancel("s1")
+    assert calls == ["refresh 2", "cancel s1"]
+    assert App.cancel.__name__ == "cancel" and "cancel" not in vars(KitRuntime)
