@@ -115,7 +115,7 @@ class AccessRechecked:
                      "version, so whether they ran on the latest deployment cannot be judged",
             )
         return verdict(
-            self.name, violations, reached=reruns > 0 or bool(violations),
+            self.name, violations, reached=reruns > 0,
             note="" if reruns else "no tool was re-run after a hand-off", stats=stats,
         )
 

@@ -110,7 +110,9 @@ def verdict(
     note: str = "",
     stats: dict[str, float] | None = None,
 ) -> Result:
-    return Result(name, not violations, tuple(violations), reached, note, stats or {})
+    # A violation is the window reached: a failing result is never "not reached".
+    return Result(name, not violations, tuple(violations), reached or bool(violations), note,
+                  stats or {})
 
 
 def cite(records: Iterable[Record]) -> tuple[int, ...]:

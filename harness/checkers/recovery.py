@@ -287,9 +287,11 @@ class ConservativeRecovery:
                 f"hold: {intent.record.describe()}; {intent.move.describe()}",
                 cite((intent.record, intent.move)),
             ))
+        # An attempt under another key than its intent recorded is judged without a move.
         return verdict(
             self.name, violations, reached=bool(moved),
-            note="" if moved else "ownership never moved while a tool intent was in flight",
+            note="" if moved or violations else
+            "ownership never moved while a tool intent was in flight",
             stats={"intents": float(len(intents)), "recoveries": float(len(moved)),
                    "held": float(held), "unjudged_attempts": float(unjudged)},
         )
