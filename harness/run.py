@@ -486,8 +486,11 @@ def _open_cards(runtime: Runtime, session: str, waits: bool, known: bool) -> lis
 def _board(runtime: Runtime) -> dict[str, str | None] | None:
     """The world's card board at the run's end (`card-closed` judges it), or None when the
     runtime's world keeps none (a world of the user's own making)."""
-    board = getattr(getattr(runtime.world, "cards", None), "board", None)
-    return board() if callable(board) else None
+    try:
+        board = getattr(getattr(runtime.world, "cards", None), "board", None)
+        return board() if callable(board) else None
+    except Exception:  # a world the adapter broke: card-closed is then not judged, the run is
+        return None
 
 
 def _healed_at(schedule: Schedule) -> float | None:
