@@ -445,7 +445,9 @@ def session_items(tree: Path, db: Path) -> Counter[Key]:
 
 
 def report(summary: dict[str, Any]) -> None:
-    LATEST.write_text(json.dumps(summary, indent=1) + "\n")
+    if summary["judged"]:
+        # A session that judged nothing (every mutant skipped) never replaces the last score.
+        LATEST.write_text(json.dumps(summary, indent=1) + "\n")
     score = summary["score"]
     print(
         f"mutation: {summary['judged']} mutants judged, {summary['killed']} killed, "
@@ -505,6 +507,15 @@ def main() -> int:
             execute(tree, config, db)
         report(merge_rerun(previous, chosen, results(tree, db), session_items(tree, db)))
         return 0
+    if args.report_only:
+        session_dir = args.session.resolve() if args.session else SCRATCH / fingerprint(
+            tracked_files())
+        if not (session_dir / "session.sqlite").exists():
+            # Reporting a session that never ran would overwrite the last score with zeros.
+            print(f"mutation: no session for this code in {session_dir}; run "
+                  "`python benchmarks/mutation.py` first (the last score stays in "
+                  f"{LATEST.relative_to(ROOT)})", file=sys.stderr)
+            return 2
     tree, config, db = prepare(tuple(args.modules), args.timeout, args.session)
     if not args.report_only:
         if args.limit:

@@ -117,6 +117,10 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "throttled": "true when the fault is a 429 repeated because Retry-After had not passed",
     "op": "which call of the service met the fault: `show` or `close` (the card service)",
     "of": "the session that owns the call a request named, when not the session that asked",
+    "named": "true when an answer named its tool call itself, whether or not a card was open "
+             "(a client that races the card)",
+    "malformed": "true when an answer's decision is neither approve nor deny on purpose (a "
+                 "hostile or broken client): sent as is, it must never be applied",
     "cards": "every approval card the world's card service showed, by tool call, with the "
              "outcome it was closed with (null: still open)",
     "times": "how many times",
@@ -134,11 +138,15 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
            "for the run a confirmation asks about after a hold of run N",
     "waited": "seconds the in-call wait lasted before the hand-off",
     "phase": "whether the call was backgrounded before or after its hand-off",
-    "placeholder": "the placeholder result the turn continued with",
+    "placeholder": "true when the result the turn continued with is a placeholder (the call "
+                   "went to the background), not the call's real result",
     "background": "true when the tool call ran in the background",
     "in_catalog": "whether the tool was still in the catalog at the re-run",
     "entry_kind": "the thread log entry's kind",
     "kind": "an entry's kind (thread log), or a network fault's kind",
+    "current_epoch": "the thread's epoch a stale append met (a StaleEpoch rejection; null: "
+                     "the thread had none)",
+    "current_owner": "the thread's owner a stale append met (a StaleEpoch rejection)",
     "detail": "the error's words",
     "on": "what a suspended invocation waits on",
     "caller": "the invocation that made the call",
@@ -262,7 +270,7 @@ _KINDS: Final = (
          ("owner", "entry", "entry_kind", "turn", "tool_call", *_OBS)),
     Kind("threadlog.rejected", _RUN, "an append was rejected (stale epoch, aborted "
          "transaction)", ("session", "epoch", "reason"),
-         ("owner", "entry", "detail", "stale", *_OBS),
+         ("owner", "entry", "detail", "stale", "current_epoch", "current_owner", *_OBS),
          (("reason", ("StaleEpoch", "TransactionAborted", "LockTimeout")),),
          open_values=True, mark="append rejected"),
     # -- the engine (the simulator, or an observer of a real engine)
@@ -350,8 +358,11 @@ _KINDS: Final = (
     # -- the runner: operations and faults, the schedule's steps
     Kind("op.message", "runner", "the runner sent a user message (invoke, then ok)",
          ("session",), ("message_id", "planned"), types=("invoke", "ok", "fail", "info")),
-    Kind("op.answer", "runner", "the runner answered the session's open card (fail: no card)",
-         (), ("session", "turn", "tool_call", "decision", "user", "reason"),
+    Kind("op.answer", "runner", "the runner answered the session's open card, or the call "
+         "it names (`named`) with or without a card (fail: no card, or the runtime refused it "
+         "by raising; `reason` says which)",
+         (), ("session", "turn", "tool_call", "decision", "user", "reason", "named",
+              "malformed"),
          (("decision", ("approve", "deny")),), types=("invoke", "ok", "fail", "info")),
     Kind("op.background", "runner", "the runner sent the open tool call to the background "
          "(`session` asked; `of`: the session that owns the call, when another)",
@@ -503,6 +514,8 @@ def bad_value(kind: str, fields: Mapping[str, object],
             value = data.get(name)
         if value is None or value in values:
             continue
+        if name == "decision" and data is not None and data.get("malformed") is True:
+            continue  # sent outside the set on purpose, and said so
         close = difflib.get_close_matches(str(value), values, n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return (f"record {kind!r} has {name}={value!r}{hint}, which is not one of "
@@ -561,6 +574,8 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("deployment.superseded", ("deployment", "pinned")),
         ("deployment.drained", ("deployment",)),
         ("deployment.retired", ("deployment",)),
+        ("tool.awaiting", ("tool_call",)),
+        ("tool.handoff", ("tool_call", "waited")),
         *_FAULTS, *_EVERY,
     ),
     "busy-rule": _reads(
@@ -576,7 +591,8 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
     "fencing": _reads(
         ("threadlog.assigned", ("session", "epoch", "owner", "after_seq")),
         ("threadlog.appended", ("session", "epoch", "seq", "owner")),
-        ("threadlog.rejected", ("session", "epoch")),
+        ("threadlog.rejected", ("session", "epoch", "owner", "reason", "current_epoch",
+                                "current_owner")),
         ("threadlog.committed", ("session", "epoch", "seq", "owner")),
         ("threadlog.owner", ("session", "epoch", "owner")),
         *_EVERY,
@@ -638,8 +654,13 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         *_EVERY,
     ),
     "answer-fate": _reads(
-        ("op.answer", ("tool_call", "decision")),
-        ("tool.result", ("tool_call", "outcome")),
+        ("op.answer", ("tool_call", "decision", "named", "malformed")),
+        ("tool.result", ("tool_call", "outcome", "tool")),
+        ("tool.awaiting", ("tool_call", "tool")),
+        ("tool.handoff", ("tool_call",)),
+        ("turn.waiting", ("tool_call",)),
+        ("tool.intent", ("tool_call", "tool")),
+        ("effect.delivered", ("asked",)),
         ("answer.refused", ("tool_call", "session", "turn", "decision", "reason",
                             "outcome")),
         ("turn.started", ("turn",)),
@@ -666,6 +687,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
     ),
     "approval-asked": _reads(
         ("tool.awaiting", ("tool_call",)),
+        ("op.answer", ("tool_call", "decision", "malformed")),
         ("service.fault", ("service", "fault", "op", "tool_call")),
         ("tool.intent", ("tool_call",)),
         ("tool.result", ("tool_call", "outcome")),
@@ -723,7 +745,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("answer.refused", ("tool_call",)),
         ("tool.background", ("tool_call",)),
         ("tool.result", ("tool_call", "outcome")),
-        ("tool.finished", ("tool_call", "outcome")),
+        ("tool.finished", ("tool_call", "outcome", "placeholder")),
         ("turn.resumed", ("tool_call", "outcome")),
         ("turn.started", ("session", "turn")),
         ("turn.ended", ("session", "turn", "tool_call", "reason")),

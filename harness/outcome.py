@@ -24,9 +24,9 @@ def printable(text: str) -> str:
 
 @dataclass(frozen=True)
 class StepNote:
-    """A step not applied as written, as data: `kind` is "late", "skipped", "dropped" or
-    "unknown session"; `text` is the line a person reads (the summary counts by kind, never
-    by reading the text)."""
+    """A step not applied as written, as data: `kind` is "late", "skipped", "dropped",
+    "unknown session" or "refused" (an answer the runtime refused by raising); `text` is the
+    line a person reads (the summary counts by kind, never by reading the text)."""
 
     kind: str
     step: int

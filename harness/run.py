@@ -413,6 +413,8 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
                     data={"message_id": message_id, "planned": len(message["plan"])})
         runtime.send_message(session, message)
         history.add("op.message", "ok", session=session, data={"message_id": message_id})
+    elif action == "answer" and step.get("call") is not None:
+        _answer_named(runtime, step, history, messages, notes, number)
     elif action in ("answer", "background"):
         session = step.get("session")
         # `of`: a request from `session` naming a call of another session (a stranger's).
@@ -431,12 +433,13 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
             return
         card = cards[0]
         # Who answered: the run's access rules judge the approver's access (`access-rechecked`).
-        data = ({"decision": step.get("decision"), "user": step.get("user")}
-                if action == "answer" else {"of": owner} if owner else {})
+        data = (_answer_data(step) if action == "answer" else {"of": owner} if owner else {})
         history.add(kind, "invoke", session=session, turn=card.turn, tool_call=card.tool_call,
                     data=data)
         if action == "answer":
-            runtime.answer(card.tool_call, step.get("decision"), step.get("user"))
+            if not _answer_sent(runtime, step, history, session, card.turn, card.tool_call,
+                                notes, number):
+                return
         else:
             runtime.background(session, card.tool_call)  # type: ignore[attr-defined]
         history.add(kind, "ok", session=session, turn=card.turn, tool_call=card.tool_call,
@@ -457,6 +460,59 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
     else:
         # A fault: its one home applies it (harness.faults).
         FAULTS[action].apply(runtime, step, history)
+
+
+def _answer_data(step: Step) -> dict[str, Any]:
+    """An answer's `op.answer` fields besides its call: the decision and who gave it, and,
+    only when the step says so (an answer of before records exactly what it did), that it
+    named its call itself (`named`) or is malformed on purpose (`malformed`)."""
+    data: dict[str, Any] = {"decision": step.get("decision"), "user": step.get("user")}
+    if step.get("call") is not None:
+        data["named"] = True
+    if step.get("malformed"):
+        data["malformed"] = True
+    return data
+
+
+def _answer_named(runtime: Runtime, step: Step, history: History, messages: dict[str, int],
+                  notes: list[StepNote], number: int) -> None:
+    """An answer naming its tool call (`call`), sent whether or not a card is open: a client
+    that races the card. Its turn is the call id's (`{turn}.t{k}`)."""
+    session = step.get("session")
+    tool_call = str(step.get("call"))
+    turn = tool_call.rsplit(".", 1)[0]
+    if session not in messages:
+        notes.append(StepNote("unknown session", number, f"step {number} "
+                              f"({_step_label(step)}): unknown session (no message was "
+                              "sent to it before)"))
+    history.add("op.answer", "invoke", session=session, turn=turn, tool_call=tool_call,
+                data=_answer_data(step))
+    if _answer_sent(runtime, step, history, session, turn, tool_call, notes, number):
+        history.add("op.answer", "ok", session=session, turn=turn, tool_call=tool_call)
+
+
+def _answer_sent(runtime: Runtime, step: Step, history: History, session: str, turn: str,
+                 tool_call: str, notes: list[StepNote], number: int) -> bool:
+    """Send an answer whose `op.answer` invoke is recorded; False when the runtime refused
+    it by raising, recorded as the answer's `fail` with the error as its reason.
+
+    Only an answer a client may send wrong on purpose (`call`: a call with no card yet, maybe
+    never; `malformed`) may be refused that way: an error returned to the client is a fate
+    the person sees, not a crash of the run. A well-formed answer to an open card that
+    raises is the adapter's error, as before (the run is unknown).
+    """
+    try:
+        runtime.answer(tool_call, step.get("decision"), step.get("user"))
+    except Exception as exc:  # BaseExceptions (the run's timeout, Ctrl-C) go on up
+        if step.get("call") is None and not step.get("malformed"):
+            raise
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        history.add("op.answer", "fail", session=session, turn=turn, tool_call=tool_call,
+                    data={"reason": reason})
+        notes.append(StepNote("refused", number, f"step {number} ({_step_label(step)}) "
+                              f"refused by the runtime: {reason}"))
+        return False
+    return True
 
 
 def _open_cards(runtime: Runtime, session: str, waits: bool, known: bool) -> list[Any]:

@@ -331,6 +331,9 @@ class SessionLog:
                 event_id=f"threadlog.rejected:{self.session}:{self._log.epoch}:{entry_id}",
                 session=self.session, epoch=self._log.epoch, reason=type(err).__name__,
                 owner=self._log.owner, entry=entry_id, detail=str(err),
+                # Whom the fence found in its place: the rejection's truth can be judged.
+                **({"current_epoch": err.current_epoch, "current_owner": err.current_owner}
+                   if isinstance(err, StaleEpoch) else {}),
             )
             raise
         if self._known is not None:

@@ -130,15 +130,20 @@ def build_pending_service(ports: Ports, version: str) -> Service:
             # Answered before the row existed (a client raced the card): keep the answer.
             ctx.clear("earlyAnswer")
             _save(ctx, replace(row, phase="answered", answer=early))
+            # Later answers that also came before the card lost to the first; their
+            # refusal is recorded now, when the call (and so its session) is known.
+            for later in list(await ctx.get("laterEarlyAnswers") or []):
+                await refuse(ctx, call, call.tool_call, later, "already_decided", None)
+            ctx.clear("laterEarlyAnswers")
             return {"answer": early}
         _save(ctx, row)
         return {"answer": None}
 
-    async def refuse(ctx: Context, call: ToolCall | None, tool_call: str,
+    async def refuse(ctx: Context, call: ToolCall, tool_call: str,
                      decision: Mapping[str, Any], reason: str, ended: str | None) -> JSON:
         """Tell the person their answer was not applied, and why: an answer is applied or
         refused, never dropped."""
-        ids = call.ids() if call is not None else {"tool_call": tool_call}
+        ids = call.ids()
         extra = {"outcome": ended} if ended is not None else {}
         answers = int(await ctx.get("answers") or 0) + 1
         ctx.set("answers", answers)
@@ -154,7 +159,12 @@ def build_pending_service(ports: Ports, version: str) -> Service:
         tc = ctx.key()
         if row is None:
             if await ctx.get("earlyAnswer") is not None:
-                return await refuse(ctx, None, tc, decision, "already_decided", None)
+                # The first answer before the card wins. This one is refused to the person
+                # at once; its `answer.refused` waits for the call, since an answer names
+                # only the call id and every observation names the call's session.
+                later = list(await ctx.get("laterEarlyAnswers") or [])
+                ctx.set("laterEarlyAnswers", [*later, decision])
+                return {"status": "refused", "reason": "already_decided"}
             ctx.set("earlyAnswer", decision)
             return {"status": "recorded"}
         if row.phase in ("live", "waiting") and await ctx.object_call(

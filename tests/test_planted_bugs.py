@@ -76,6 +76,12 @@ WITNESS = {
     "unapproved_call_checked_for_nobody": "before the model asked for it",
     "approval_checked_for_the_requester": "although user bob lost access",
     "background_for_any_session": "which does not own it",
+    "placeholder_on_every_result": "calls its result a placeholder",
+    "waited_in_minutes": "less than the",
+    "rejection_names_the_writer": "names the writer's own epoch",
+    "charge_intent_without_key": "but its intent names no key",
+    "queued_results_only": "never reported queued",
+    "closed_results_never_written": "never reported the call's result",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario
@@ -287,6 +293,24 @@ CAUGHT_BY = {
         "55-a-stranger-sends-another-sessions-call-to-the-background",
         "s2.turn1.t1 of session s2 went to the background at t=60s at the request of "
         "session s1, which does not own it"),
+    "placeholder_on_every_result": ("02-answered-after-3-days-across-redeploys",
+                                    "the toolFinished of s1.turn1.t1 calls its result a "
+                                    "placeholder, but the outcome is answered"),
+    "waited_in_minutes": ("02-answered-after-3-days-across-redeploys",
+                          "says the call waited 5s in-call, less than the 5.0m since its "
+                          "card was shown"),
+    "rejection_names_the_writer": ("09-gc-pause-before-control-row",
+                                   "names the writer's own epoch 1 as current: the thread's "
+                                   "owner was refused"),
+    "charge_intent_without_key": ("15-many-sessions-denied-and-cancelled",
+                                  "attempted under idempotency key charge:s3.turn1.t2, but its "
+                                  "intent names no key"),
+    "queued_results_only": ("17-background-result-behind-a-queued-message",
+                            "message s1.m3 arrived at t=11.0m while a turn ran and started "
+                            "turn s1.turn3 only at t=15.0m, but was never reported queued"),
+    "closed_results_never_written": ("04-new-message-during-waiting-turn",
+                                     "the card of s1.turn1.t1 was closed ended_by_message, but "
+                                     "the runtime never reported the call's result"),
 }
 
 
@@ -309,7 +333,10 @@ def test_a_scenario_file_catches_the_planted_bug(name: str) -> None:
 EFFECT_CONTRACT_BUGS = ("rerun_ignores_end", "answer_dropped", "result_filed_under_next_turn",
                         "card_left_open", "intent_records_another_key",
                         "unapproved_call_checked_for_nobody",
-                        "approval_checked_for_the_requester", "background_for_any_session")
+                        "approval_checked_for_the_requester", "background_for_any_session",
+                        "placeholder_on_every_result", "waited_in_minutes",
+                        "rejection_names_the_writer", "charge_intent_without_key",
+                        "queued_results_only", "closed_results_never_written")
 
 
 @pytest.mark.parametrize("name", EFFECT_CONTRACT_BUGS)

@@ -35,9 +35,13 @@ _OPEN: list[SdkSimRuntime] = []
 # reference): after the hand-off, an approval and a new message at the same moment. The
 # approval's `resume` is queued behind the new message's turn, which ends the call; `resume`
 # then finds nothing pending and returns, and the approval is neither applied nor refused
-# (answer-fate). Pinned so that a fix of the agent, or a change of verdict, shows here.
+# (answer-fate). And it reads any decision but "approve" as a deny, so a malformed answer
+# ("maybe", from a broken client) denies the call the person then approves (answer-fate: a
+# malformed answer is never applied). Pinned so that a fix of the agent, or a change of
+# verdict, shows here.
 AGENT_FINDINGS: dict[str, set[str]] = {
     "35-rerun-sends-after-its-host-crashed-in-a-pause.toml": {"answer-fate"},
+    "58-a-malformed-answer-is-never-applied.toml": {"answer-fate"},
 }
 
 

@@ -28,6 +28,22 @@ call (`outcome`, optional) must name an outcome, and the call's final one once i
 unless the call outlived its turn: the person sent it to the background after the refusal (a
 call in the background is no longer its turn's: a cancelled turn's call goes on there, and its
 answer still runs it), or it was held (its confirmation card is left to the person).
+
+An answer may come before its card: a client that names the call (`op.answer` `named`)
+races the card, and the answer is kept until the call comes (a second one before it is
+refused as already decided). It is judged as any answer once the call came (the model asked
+for it, or the runtime named it), unless its tool needs no approval and it never asked the
+person: an answer naming a call that never came, or one that never waits for an answer, is
+not judged (nothing could apply it, and nothing says the call will not come).
+
+A malformed answer (`malformed`, or a decision neither approve nor deny: a hostile or broken
+client) is never applied: no result is decided by it, and the call goes on as if it had not
+been answered, so the later real answer or the expiry decides. A result of a call that got
+one is decided by a well-formed answer of its decision given before it, each answer deciding
+one result; a result with none left (an approve's `answered`, `held` or `rejected_access`,
+a deny's `denied`) after a malformed answer was decided by it. Refusing a malformed answer,
+with an error (the runner's `fail`) or `answer.refused`, is fine, and saying nothing is not
+a drop: it needs no fate, and is no "other answer" that makes `already_decided` true.
 """
 
 from __future__ import annotations
@@ -37,11 +53,12 @@ from typing import Final, final
 from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import FAULT_KINDS, Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
-from harness.checkers.model import TurnModel, model_of
+from harness.checkers.model import RunModel, TurnModel, model_of
 from harness.history import History, Record
+from harness.world import DEFAULT_TOOLS
 
 _KINDS: Final = frozenset({"op.answer", "tool.result", "answer.refused", "turn.ended",
-                           "op.cancel", "tool.background"})
+                           "op.cancel", "tool.background", "effect.delivered"})
 # The decision whose answer each applied outcome accounts for.
 _APPLIED: Final = {"answered": "approve", "rejected_access": "approve", "held": "approve",
                    "denied": "deny"}
@@ -49,6 +66,8 @@ _NOT_FINAL: Final = frozenset({"background", "held"})
 # The final outcomes that make each refusal reason true (`already_decided`: any).
 _REASON_OUTCOMES: Final = {"expired": frozenset({"expired"}),
                            "ended": frozenset({"ended_by_message", "cancelled"})}
+_DECISIONS: Final = frozenset({"approve", "deny"})
+_NEEDS_APPROVAL: Final = frozenset(n for n, spec in DEFAULT_TOOLS.items() if spec.needs_approval)
 
 
 @final
@@ -59,7 +78,8 @@ class AnswerFate:
     description: str = (
         "Every answer the card service accepted is applied to its tool call, or refused with "
         "the reason (already decided, ended, expired, not yours) and the refusal recorded; "
-        "none is acknowledged and then silently dropped."
+        "none is acknowledged and then silently dropped. A malformed answer (neither "
+        "approve nor deny) is never applied."
     )
 
     # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
@@ -72,23 +92,30 @@ class AnswerFate:
 
     def _check(self, history: History, config: CheckConfig) -> Result:
         dedup = Dedup()
-        # tool call -> the decision of each answer invoked and not yet acknowledged, in order.
-        pending: dict[str, list[str]] = {}
+        # tool call -> each answer invoked and not yet acknowledged (its `invoke`), in order.
+        pending: dict[str, list[Record]] = {}
         # (tool call, decision) -> acknowledged answers / their fates, in order.
         answers: dict[tuple[str, str], list[Record]] = {}
         fates: dict[tuple[str, str], list[Record]] = {}
         finals: dict[str, Record] = {}
-        # tool call -> every answer given (a refusal may come before its `ok`) / every
-        # refusal / every result, in order.
+        # tool call -> every well-formed answer given (a refusal may come before its `ok`) /
+        # every malformed one / every refusal of a well-formed one / every result, in order.
         given_to: dict[str, list[Record]] = {}
+        malformed: dict[str, list[Record]] = {}
+        named: set[int] = set()  # the `ok` (index) of each accepted answer naming its call
         turn_ends: dict[str, float] = {}  # turn -> when it first ended
         refusals: dict[str, list[Record]] = {}
         results: dict[str, list[Record]] = {}
         cancels: dict[str, list[Record]] = {}  # session -> the cancels delivered to it
         moved: dict[str, list[Record]] = {}  # tool call -> its moves to the background
+        asked: set[str] = set()  # the calls the model asked for (the world's billed replies)
         for r in history.records:
             kind = r.kind
             if kind not in _KINDS or not dedup.fresh(r):
+                continue
+            if kind == "effect.delivered":
+                if r.data.get("asked") is not None:
+                    asked.add(str(r.data["asked"]))
                 continue
             if kind == "tool.background":
                 tc = attr(r, "tool_call")
@@ -109,11 +136,24 @@ class AnswerFate:
                 continue
             if kind == "op.answer":
                 if r.type == "invoke":
-                    pending.setdefault(tc, []).append(str(r.data.get("decision", "approve")))
-                    given_to.setdefault(tc, []).append(r)
-                elif r.type == "ok" and pending.get(tc):
-                    answers.setdefault((tc, pending[tc].pop(0)), []).append(r)
+                    pending.setdefault(tc, []).append(r)
+                    if _malformed(r):
+                        malformed.setdefault(tc, []).append(r)
+                    else:
+                        given_to.setdefault(tc, []).append(r)
+                elif pending.get(tc):
+                    # ok: accepted; fail (refused by an error) or info: not an answer to
+                    # account for, but its invoke is no longer waiting for its outcome.
+                    sent = pending[tc].pop(0)
+                    if r.type == "fail" and sent in given_to.get(tc, ()):
+                        given_to[tc].remove(sent)  # refused by an error: never given
+                    if r.type == "ok" and not _malformed(sent):
+                        answers.setdefault((tc, _decision(sent)), []).append(r)
+                        if sent.data.get("named") is True:
+                            named.add(r.index)
             elif kind == "answer.refused":
+                if str(r.data.get("decision", "approve")) not in _DECISIONS:
+                    continue  # a malformed answer's refusal: fine, and no fate of another
                 fates.setdefault((tc, str(r.data.get("decision", "approve"))), []).append(r)
                 refusals.setdefault(tc, []).append(r)
             else:
@@ -133,7 +173,8 @@ class AnswerFate:
         for (tc, decision), given in answers.items():
             accounted = len(fates.get((tc, decision), ()))
             for answer in given[accounted:]:
-                if end - max(answer.time, quiet_since) < config.liveness_bound:
+                if end - max(answer.time, quiet_since) < config.liveness_bound or (
+                        answer.index in named and not _waits_for_answers(model, asked, tc)):
                     unjudged += 1
                     continue
                 final_rec = finals.get(tc)
@@ -147,6 +188,20 @@ class AnswerFate:
                     cite(x for x in (answer, final_rec) if x is not None),
                 ))
             judged += len(given)
+        for tc, bad in malformed.items():
+            judged += len(bad)
+            applied = _applied_malformed(sorted(given_to.get(tc, []) + bad
+                                                + results.get(tc, []), key=lambda x: x.index))
+            if applied is not None:
+                answer, result = applied
+                violations.append(Violation(
+                    f"the malformed answer {answer.data.get('decision')!r} to {tc} given at "
+                    f"{at(answer.time)} was applied: the call ended "
+                    f"{result.data.get('outcome')} at {at(result.time)} with no "
+                    f"{_APPLIED.get(str(result.data.get('outcome')))} given to decide it: "
+                    f"{answer.describe()}; {result.describe()}",
+                    cite((answer, result)),
+                ))
         for tc, refused in refusals.items():
             for r in refused:
                 by = max(r.time, quiet_since) + config.tolerance
@@ -175,6 +230,53 @@ class AnswerFate:
             note="" if judged else "no answer was accepted",
             stats={"answers": float(judged), "unjudged": float(unjudged)},
         )
+
+
+def _decision(answer: Record) -> str:
+    return str(answer.data.get("decision", "approve"))
+
+
+def _malformed(answer: Record) -> bool:
+    """Whether an `op.answer` invoke is malformed: said so, or neither approve nor deny."""
+    return answer.data.get("malformed") is True or _decision(answer) not in _DECISIONS
+
+
+def _waits_for_answers(model: RunModel, asked: set[str], tc: str) -> bool:
+    """Whether the call an answer named (`named`) came and waits for a person's answer: it
+    asked them (a card, a hand-off), or it came (the model asked for it, or the runtime
+    named it) and its tool is not known to need no approval. A call that never came, or one
+    of a tool that needs none and never asked, has nothing to apply the answer to."""
+    call = model.calls.get(tc)
+    if call is None:
+        return tc in asked
+    if call.asks:
+        return True
+    came = tc in asked or bool(call.intents or call.results or call.refusals or call.reruns
+                               or call.holds or call.deliveries)
+    return came and (call.tool is None or call.tool in _NEEDS_APPROVAL)
+
+
+def _applied_malformed(records: list[Record]) -> tuple[Record, Record] | None:
+    """The first (malformed answer, result) where the result was decided by the answer, in
+    the record order of one call's answers and results: a result whose decision has no
+    well-formed answer left to account for it, after a malformed answer."""
+    unused = dict.fromkeys(_DECISIONS, 0)
+    last_malformed: Record | None = None
+    for r in records:
+        if r.kind == "op.answer":
+            if _malformed(r):
+                last_malformed = r
+            else:
+                unused[_decision(r)] += 1
+            continue
+        decision = _APPLIED.get(str(r.data.get("outcome")))
+        if decision is None:
+            continue
+        if unused[decision] > 0:
+            unused[decision] -= 1
+        elif last_malformed is not None:
+            return last_malformed, r
+    return None
 
 
 def _reason_true(refusal: Record, given: list[Record], results: list[Record],

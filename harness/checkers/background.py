@@ -16,6 +16,12 @@ turn waiting on the person, which no other rule objects to: waiting on a person 
 A run that ended before the bound ran out does not judge the request; a fault that never
 healed judges nothing.
 
+A `tool.finished` that names whether it carries a placeholder (`placeholder`) tells the
+truth: a placeholder is what a call sent to the background hands its turn (outcome
+`background`), so a real result (any other outcome) is never one, and the hand-back of a
+call sent to the background always is. A runtime that does not report the flag is not judged
+on it.
+
 A request sent from another session (`op.background` of session S naming a call of session
 T, the runner's `of`: a client that names a call it does not own) is not the person's: it
 must change nothing. A call moved to the background with no request of its own session
@@ -77,10 +83,12 @@ class BackgroundHonored:
                     requests.append(r)
             elif r.kind == "tool.background" or r.data.get("outcome") == "background":
                 moved.setdefault(r.tool_call, []).append(r)
+        violations: list[Violation] = _placeholder_flags(history, Dedup())
         if not requests:
+            if violations:
+                return verdict(self.name, violations)
             return Result(self.name, True, reached=False, note="no call was sent to the "
                           "background")
-        violations: list[Violation] = []
         own: list[Record] = []
         strangers = 0  # foreign requests: each judged by every move of its call to the end
         for r in requests:
@@ -130,6 +138,24 @@ class BackgroundHonored:
             return Result(self.name, True, reached=False,
                           note="no background request was sent long enough before the end")
         return verdict(self.name, violations)
+
+
+def _placeholder_flags(history: History, dedup: Dedup) -> list[Violation]:
+    """Each `tool.finished` whose `placeholder` flag says the opposite of its outcome."""
+    found: list[Violation] = []
+    for r in history.of_kind("tool.finished"):
+        flag = r.data.get("placeholder")
+        if flag is None or not dedup.fresh(r):
+            continue
+        background = r.data.get("outcome") == "background"
+        if bool(flag) != background:
+            what = ("calls its result a placeholder, but the outcome is "
+                    f"{r.data.get('outcome')}: a real result" if flag else
+                    "has outcome background, the placeholder a call sent to the background "
+                    "hands its turn, but says it is not a placeholder")
+            found.append(Violation(f"the toolFinished of {r.tool_call} {what}: "
+                                   f"{r.describe()}", cite((r,))))
+    return found
 
 
 def _foreign(model: RunModel, request: Record) -> str | None:

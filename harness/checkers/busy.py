@@ -19,6 +19,12 @@ host was down and no call held (`RunModel.due_in_uptime`): a paused or crashed c
 when it is back, so the fault that held it up excuses it, for as long as it lasted and no
 longer (a fault elsewhere, days later, excuses nothing); when a fault never healed they are
 not judged.
+
+A runtime that reports queueing (`message.queued`) in a run reports every message it
+queued: a message received while a turn of its session was running (started, not waiting on
+a person as state, not ended), which started its own turn only after, waited in the FIFO,
+and the FIFO order is judged on these reports. A queued message left out of them escapes
+that judgment. A runtime that reports no queueing is not judged on it.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ class _Session:
     waiting: dict[str, Record] = field(default_factory=dict)
     fifo: deque[tuple[str, Record]] = field(default_factory=deque)
     queued: set[str] = field(default_factory=set)
+    # message id -> its message.received, for messages received while a turn ran.
+    busy: dict[str, Record] = field(default_factory=dict)
 
 
 @final
@@ -79,6 +87,8 @@ class BusyRule:
         # (session, waiting turn, its turn.waiting, the message.queued, the later of the two:
         # when the message began to wait behind a person) not yet excused.
         behind: list[tuple[str, str, Record, Record, Record]] = []
+        reported: set[str] = set()  # every message ever reported queued
+        unreported: list[tuple[Record, Record]] = []  # (received while busy, its turn.started)
         for r in history.records:
             kind = r.kind
             if kind not in _KINDS or not dedup.fresh(r):
@@ -113,6 +123,9 @@ class BusyRule:
                     ))
                 s.turns[turn] = r
                 message = r.data.get("message")
+                received = s.busy.pop(str(message), None) if message is not None else None
+                if received is not None and message not in reported:
+                    unreported.append((received, r))
                 if message is not None and message in s.queued:
                     while s.fifo and s.fifo[0][0] not in s.queued:
                         s.fifo.popleft()
@@ -148,6 +161,7 @@ class BusyRule:
                     continue
                 queued += 1
                 s.queued.add(message)
+                reported.add(message)
                 s.fifo.append((message, r))
                 max_queue = max(max_queue, len(s.queued))
                 if message in from_person and s.turns and len(s.waiting) == len(s.turns):
@@ -155,6 +169,9 @@ class BusyRule:
                     behind.append((sid, waiting_turn, wait, r, r))
             elif kind == "message.received" and s.turns:
                 contended = True
+                message = r.data.get("message")
+                if message is not None and len(s.waiting) < len(s.turns):
+                    s.busy.setdefault(str(message), r)
         for sid, waiting_turn, wait, r, since in behind:
             due = model.due_in_uptime(since.time, config.tolerance)
             if due is None or due > model.end:
@@ -172,6 +189,15 @@ class BusyRule:
                             f"instead of ending it like a steer: {wait.describe()}; "
                             f"{r.describe()}")
             violations.append(Violation(sentence, cite((wait, r))))
+        if queued:
+            violations.extend(Violation(
+                f"session {attr(received, 'session')}: message {received.data.get('message')} "
+                f"arrived at {at(received.time)} while a turn ran and started turn "
+                f"{attr(started, 'turn')} only at {at(started.time)}, but was never reported "
+                f"queued, while this run reports its other queued messages: its place in the "
+                f"FIFO cannot be judged: {received.describe()}; {started.describe()}",
+                cite((received, started)),
+            ) for received, started in unreported)
         return verdict(
             self.name, violations, reached=contended or bool(violations),
             note="" if contended else "no message arrived while its session was busy",

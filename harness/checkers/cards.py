@@ -6,7 +6,14 @@ longer change anything (the person approves, and nothing happens), and a card cl
 another outcome tells the person something false (a card that says "answered" for a call that
 expired). And while the call still waits on the person, its card stays open: a call sent to
 the background or held for a confirmation is still theirs to answer, so a card closed with
-`background` or `held` took the question away.
+`background` or `held` took the question away. A card closed with a final outcome tells the
+person the call ended so; the runtime then reports that result too (`tool.result`), at the
+latest for the next turn of the session, which reads the transcript (a result the controller
+decided, a cancel or a new message, may wait for that turn to be written). A call whose card
+closed and whose result had not come once a later turn of its session started (after the
+call's last record and its own turn's end) is a call the transcript lost: that turn's model
+never learns it ended. Judged once the liveness bound has passed since that turn started and
+the faults healed (the board keeps no closing times).
 
 Read from the world's card board at the run's end (`run.end` `cards`: each card the card
 service showed, by tool call, with the outcome it was closed with), which the runtime cannot
@@ -23,7 +30,7 @@ from typing import Final, final
 from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import FAULT_KINDS, Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
-from harness.checkers.model import NOT_FINAL, model_of
+from harness.checkers.model import NOT_FINAL, RunModel, model_of
 from harness.history import History, Record
 
 _KINDS: Final = frozenset({"tool.result", "run.end"})
@@ -94,7 +101,22 @@ class CardClosed:
                        f" (it ended {outcome} at {at(final_rec.time)})"),
                     cite(x for x in (final_rec, end) if x is not None),
                 ))
-            elif final_rec is not None and closed != outcome:
+            elif final_rec is None:
+                later = _next_turn(model, tc)
+                if later is None:
+                    continue  # no turn read the transcript since: it may come with the next
+                due = model.due(later.time, config.liveness_bound)
+                if due is None or due > end.time:
+                    unjudged += 1
+                    continue
+                violations.append(Violation(
+                    f"the card of {tc} was closed {closed}, but the runtime never reported "
+                    f"the call's result (no tool.result by the run's end at {at(end.time)}), "
+                    f"though a later turn of its session started at {at(later.time)}: that "
+                    f"turn's transcript lost how the call ended: {later.describe()}",
+                    cite((later, end)),
+                ))
+            elif closed != outcome:
                 violations.append(Violation(
                     f"the card of {tc} was closed {closed}, but the call ended {outcome} at "
                     f"{at(final_rec.time)}: the card told the person something false: "
@@ -105,3 +127,21 @@ class CardClosed:
             self.name, violations, reached=True,
             stats={"cards": float(len(board)), "unjudged": float(unjudged)},
         )
+
+
+def _next_turn(model: RunModel, tc: str) -> Record | None:
+    """The first turn of the call's session started after the call's last record and its
+    own turn's end: the first to read the transcript once the call was over."""
+    call = model.calls.get(tc)
+    if call is None or call.session is None:
+        return None
+    times = [r.time for group in (call.asks, call.answers, call.refusals, call.intents,
+                                  call.reruns, call.results, call.holds) for r in group]
+    own = model.turns.get(str(call.turn)) if call.turn is not None else None
+    if own is None or own.ended is None:
+        return None
+    last = max([own.ended.time, *times])
+    later = [t.started for t in model.turns.values() if t.session == call.session
+             and t.id != own.id and t.started.index > own.ended.index
+             and t.started.time >= last]
+    return min(later, key=lambda r: r.index) if later else None

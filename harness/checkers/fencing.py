@@ -10,7 +10,11 @@ Two sources, checked against each other:
   log (an older epoch after a newer one is a stale write that landed), every epoch was
   assigned, to the owner that wrote under it, and every accepted append is there unchanged.
 
-Rejected appends (`threadlog.rejected`) are the fence working, not a violation.
+Rejected appends (`threadlog.rejected`) are the fence working, not a violation. A stale-epoch
+rejection that names whom the fence found in the writer's place (`current_epoch`,
+`current_owner`) tells the truth: an epoch assigned in the run (to that owner), which is not
+the writer's own. A rejection naming the writer itself refused the thread's owner; one naming
+no epoch, or one never assigned, sends whoever reads it after a thread that does not exist.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class _Thread:
     assigned: dict[int, Record] = field(default_factory=dict)
     appended: dict[int, Record] = field(default_factory=dict)
     committed: list[tuple[int, int, Record]] = field(default_factory=list)
+    stale: list[Record] = field(default_factory=list)  # StaleEpoch rejections naming the current
     final: Record | None = None
 
 
@@ -117,6 +122,8 @@ class Fencing:
                 ))
             elif kind == "threadlog.rejected":
                 rejected += 1
+                if r.data.get("reason") == "StaleEpoch" and "current_epoch" in r.data:
+                    t.stale.append(r)
             elif kind == "threadlog.committed":
                 seq = _int(attr(r, "seq"))
                 if seq is None or epoch is None:
@@ -128,6 +135,7 @@ class Fencing:
 
         for sid, t in threads.items():
             violations.extend(_check_log(sid, t))
+            violations.extend(_check_rejections(sid, t))
 
         reassigned = sum(1 for t in threads.values() if len(t.assigned) > 1)
         reached = reassigned > 0 or rejected > 0 or bool(violations)
@@ -149,6 +157,37 @@ def _before_takeover(t: _Thread, epoch: int, seq: int) -> bool:
         return False
     after = t.assigned[min(later)].data.get("after_seq")
     return isinstance(after, int) and seq <= after
+
+
+def _check_rejections(sid: str, t: _Thread) -> list[Violation]:
+    """Each stale-epoch rejection whose named current epoch and owner the run contradicts."""
+    out: list[Violation] = []
+    for r in t.stale:
+        epoch, owner = _int(attr(r, "epoch")), r.data.get("owner")
+        current, holder = _int(r.data.get("current_epoch")), r.data.get("current_owner")
+        grant = t.assigned.get(current) if current is not None else None
+        granted_to = grant.data.get("owner") if grant is not None else None
+        if current is None:
+            if not t.assigned:
+                continue  # no thread was ever assigned: "none" is the truth
+            what = f"names no current epoch, though epochs {sorted(t.assigned)} were assigned"
+        elif grant is None:
+            what = (f"names epoch {current} as current, which was never assigned "
+                    f"(assigned: {sorted(t.assigned)})")
+        elif granted_to is not None and "current_owner" in r.data and holder != granted_to:
+            named = "no owner" if holder is None else f"{holder} as the owner"
+            what = f"names {named} of epoch {current}, which was assigned to {granted_to}"
+        elif current == epoch and (owner is None or holder is None or owner == holder):
+            what = (f"names the writer's own epoch {epoch} as current: the thread's owner "
+                    f"was refused")
+        else:
+            continue
+        out.append(Violation(
+            f"session {sid}: a stale-epoch rejection of an append at epoch {epoch} {what}: "
+            f"{r.describe()}",
+            cite(x for x in (grant, r) if x is not None),
+        ))
+    return out
 
 
 def _check_log(sid: str, t: _Thread) -> list[Violation]:

@@ -21,6 +21,11 @@ Time during which a host was paused or crashed is not counted against either bou
 suspended caller may be waiting on a callee stuck on a paused host, and that is the fault's
 doing, not a wait on a person. All hosts count, not just the deployment's own, because the
 callee may run on a newer deployment.
+
+A hand-off that says how long its call waited in-call (`tool.handoff` `waited`) tells the
+truth: at least the time since the call's card was shown (its latest `tool.awaiting` before
+the hand-off), less the tolerance, and never longer than the run had lasted. A runtime that
+does not report it is not judged on it.
 """
 
 from __future__ import annotations
@@ -196,7 +201,7 @@ class PinningBound:
                 cite((gone, pin.start)),
             ))
 
-        violations = cut_off + violations + suspended_too_long
+        violations = cut_off + violations + suspended_too_long + _waited(history, config)
         reached = (deployments.pinned_when_superseded > 0 or max_suspended >= config.hand_off_after
                    or bool(violations))
         return verdict(
@@ -210,3 +215,30 @@ class PinningBound:
                    "suspensions": float(suspended_count)},
         )
 
+
+def _waited(history: History, config: CheckConfig) -> list[Violation]:
+    """Each hand-off whose reported in-call wait (`waited`) its card's time contradicts."""
+    found: list[Violation] = []
+    shown: dict[str, Record] = {}  # tool call -> its latest card
+    for r in history.of_kind("tool.awaiting", "tool.handoff"):
+        if r.tool_call is None:
+            continue
+        if r.kind == "tool.awaiting":
+            shown[r.tool_call] = r
+            continue
+        waited = r.data.get("waited")
+        if not isinstance(waited, int | float):
+            continue
+        card = shown.get(r.tool_call)
+        if waited > r.time + config.tolerance:
+            what = f"longer than the run had lasted ({fmt_duration(r.time)})"
+        elif card is not None and waited < r.time - card.time - config.tolerance:
+            what = (f"less than the {fmt_duration(r.time - card.time)} since its card was "
+                    f"shown at {at(card.time)}")
+        else:
+            continue
+        found.append(Violation(
+            f"the hand-off of {r.tool_call} at {at(r.time)} says the call waited "
+            f"{fmt_duration(float(waited))} in-call, {what}: {r.describe()}",
+            cite(x for x in (card, r) if x is not None)))
+    return found

@@ -32,7 +32,10 @@ An intent that names its idempotency key (`key`) names the key its effect is att
 under: recovery reads the key from the intent in the thread log, so an intent that recorded
 another one (an email's message id on a charge) would have a recovery re-execute the tool
 under a key the provider never saw. Every `effect.attempted` of the call while the intent is
-its latest must carry it.
+its latest must carry it. A runtime that names keys in its intents names one in every intent
+whose effect is attempted under a key: a recovery that reads keys from the log must find the
+key of every effect there, not of some (an intent without it, in a run whose other intents
+have theirs, would be recovered under a key of its own making).
 """
 
 from __future__ import annotations
@@ -98,6 +101,8 @@ class ConservativeRecovery:
         dedup = Dedup()
         intents: dict[str, _Intent] = {}
         keys: dict[str, set[str]] = {}
+        named = False  # whether any intent of the run names its key
+        keyless: list[tuple[Record, Record]] = []  # (intent naming no key, attempt under one)
         epochs: dict[str, int] = {}
         waiting: set[str] = set()
         by_session: dict[str, set[str]] = {}
@@ -174,6 +179,7 @@ class ConservativeRecovery:
                 host = r.host or (_owner(model.epochs.get(session, ()), epoch, r.index)
                                   if session is not None and epoch is not None else None)
                 intents[tc] = _Intent(r, session, turn, inv, epoch, host)
+                named = named or attr(r, "key") is not None
                 if session is not None:
                     # Only unresolved intents stay here, so a move looks at few of them.
                     by_session.setdefault(session, set()).add(tc)
@@ -192,6 +198,9 @@ class ConservativeRecovery:
                 if intent is None:
                     continue
                 recorded = attr(intent.record, "key")
+                if recorded is None and not intent.wrong_key:
+                    intent.wrong_key = True
+                    keyless.append((intent.record, r))
                 if recorded is not None and key != recorded and not intent.wrong_key:
                     intent.wrong_key = True
                     violations.append(Violation(
@@ -287,6 +296,14 @@ class ConservativeRecovery:
                 f"hold: {intent.record.describe()}; {intent.move.describe()}",
                 cite((intent.record, intent.move)),
             ))
+        if named:
+            violations.extend(Violation(
+                f"tool call {attr(intent, 'tool_call')} was attempted under idempotency key "
+                f"{attr(attempt, 'key')}, but its intent names no key while this run's other "
+                f"intents name theirs: a recovery that reads keys from the log would not find "
+                f"this one: {intent.describe()}; {attempt.describe()}",
+                cite((intent, attempt)),
+            ) for intent, attempt in keyless)
         # An attempt under another key than its intent recorded is judged without a move.
         return verdict(
             self.name, violations, reached=bool(moved),

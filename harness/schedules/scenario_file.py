@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Final
@@ -243,14 +244,16 @@ def _step(raw: Any, where: str, index: int) -> Step:
         params[key] = raw[key]
     for key, default in optional.items():
         params[key] = raw.get(key, default)
-    # Given only when written: a request from one session naming another's call.
-    foreign = {"of"} if action in _FOREIGN and "of" in raw else set()
-    for key in sorted(foreign):
+    # Given only when written (`_WHEN_WRITTEN`): a schedule without them reads, prints and
+    # runs as before.
+    written = set(_WHEN_WRITTEN.get(action, ())) & set(raw)
+    for key in sorted(written):
         params[key] = raw[key]
-    extra = sorted(set(raw) - {"at", "do"} - set(required) - set(optional) - foreign)
+    extra = sorted(set(raw) - {"at", "do"} - set(required) - set(optional) - written)
     if extra:
         raise ScenarioError(where, f"{here}.{extra[0]}", f"'{action}' takes no {extra[0]}",
-                            f"its fields are {sorted({*required, *optional})}")
+                            f"its fields are "
+                            f"{sorted({*required, *optional, *_WHEN_WRITTEN.get(action, ())})}")
     for key in ("duration",):
         if key in params:
             params[key] = _duration(params[key], where, f"{here}.{key}")
@@ -258,9 +261,20 @@ def _step(raw: Any, where: str, index: int) -> Step:
     return Step(at, action, tuple(params.items()))
 
 
-# The person's requests that may name another session's call (`of`): what a client that
-# guessed or leaked a call's id would send; the runtime must change nothing.
-_FOREIGN: Final = frozenset({"background"})
+# Fields a step holds only when its file writes them, by action. `of`: a background request
+# from one session naming another session's call, what a client that guessed or leaked a
+# call's id would send (the runtime must change nothing). `call`: an answer naming its tool
+# call itself (`{turn}.t{k}`), sent whether or not a card is open, as a client that races
+# the card does. `malformed`: an answer whose decision is neither approve nor deny, sent as
+# is, as a hostile or broken client does (the runtime must not apply it); an explicit
+# opt-in, so that a misspelt decision stays an error.
+_WHEN_WRITTEN: Final[dict[str, frozenset[str]]] = {
+    "background": frozenset({"of"}),
+    "answer": frozenset({"call", "malformed"}),
+}
+# A tool call id, `{turn}.t{k}`: its turn's id begins with the session's (the reference's
+# `s1.turn1`, another runtime's `s1.s1.m1`), its call K counts from 1 (`s1.turn1.t1`).
+_CALL_ID: Final = re.compile(r"(?P<turn>.+)\.t[1-9][0-9]*")
 
 
 def _validate(action: str, params: dict[str, Any], where: str, here: str) -> None:
@@ -275,13 +289,48 @@ def _validate(action: str, params: dict[str, Any], where: str, here: str) -> Non
         if not isinstance(tools, list) or any(t not in DEFAULT_TOOLS for t in tools):
             raise ScenarioError(where, f"{here}.tools", f"expected a list of tool names, got "
                                 f"{tools!r}", f"use tools from {sorted(DEFAULT_TOOLS)}")
-    if action == "answer" and params["decision"] not in ("approve", "deny"):
-        raise ScenarioError(where, f"{here}.decision", f"unknown decision "
-                            f"{params['decision']!r}", "use 'approve' or 'deny'")
-    for key in ("session", "host", "user", "tool", "version", "text", "of"):
+    if action == "answer":
+        _answer(params, where, here)
+    for key in ("session", "host", "user", "tool", "version", "text", "of", "call"):
         if key in params and not isinstance(params[key], str):
             raise ScenarioError(where, f"{here}.{key}", f"expected a string, got "
                                 f"{params[key]!r}", f'write {key} = "..."')
     if not isinstance(params.get("times", 1), int) or params.get("times", 1) < 1:
         raise ScenarioError(where, f"{here}.times", "expected a positive integer",
                             "write times = 1")
+
+
+def _answer(params: dict[str, Any], where: str, here: str) -> None:
+    """An answer's decision, and the fields it holds only when written (`call`,
+    `malformed`)."""
+    malformed = params.get("malformed", False)
+    if not isinstance(malformed, bool):
+        raise ScenarioError(where, f"{here}.malformed", f"expected true or false, got "
+                            f"{malformed!r}", "write malformed = true")
+    decision = params["decision"]
+    if malformed:
+        # Any string goes out as is; approve and deny are not malformed, and a runtime that
+        # applied them would be judged as applying a malformed answer.
+        if not isinstance(decision, str):
+            raise ScenarioError(where, f"{here}.decision", f"expected a string, got "
+                                f"{decision!r}", 'write decision = "maybe"')
+        if decision in ("approve", "deny"):
+            raise ScenarioError(where, f"{here}.decision", f"{decision!r} with malformed = "
+                                "true", "write a decision that is neither 'approve' nor "
+                                "'deny' (e.g. \"maybe\"), or leave malformed out")
+    elif decision not in ("approve", "deny"):
+        raise ScenarioError(where, f"{here}.decision", f"unknown decision {decision!r}",
+                            "use 'approve' or 'deny' (or malformed = true to send it as is)")
+    if not malformed:
+        params.pop("malformed", None)  # false says nothing: the step reads as without it
+    call = params.get("call")
+    if call is None or not isinstance(call, str) or not isinstance(params["session"], str):
+        return  # a call that is not a string is named by the type check that follows
+    session = params["session"]
+    found = _CALL_ID.fullmatch(call)
+    turn = found["turn"] if found is not None else ""
+    if not turn.startswith(f"{session}.") or turn == f"{session}.":
+        raise ScenarioError(where, f"{here}.call", f"{call!r} is not a tool call of session "
+                            f"{session!r}", f'write call = "{session}.turn1.t1" (a call id '
+                            "is its turn's id and .tK; the reference's turn N of the session "
+                            "is SESSION.turnN)")

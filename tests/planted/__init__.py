@@ -45,6 +45,12 @@ MODULES: tuple[str, ...] = (
     "unapproved_call_checked_for_nobody",
     "approval_checked_for_the_requester",
     "background_for_any_session",
+    "placeholder_on_every_result",
+    "waited_in_minutes",
+    "rejection_names_the_writer",
+    "charge_intent_without_key",
+    "queued_results_only",
+    "closed_results_never_written",
 )
 
 
