@@ -618,6 +618,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("tool.awaiting", ("session", "tool_call", "tool")),
         ("tool.handoff", ("session", "tool_call")),
         ("turn.waiting", ("session", "tool_call")),
+        ("tool.background", ("tool_call",)),
         ("tool.intent", ("session", "tool_call", "tool")),
         ("tool.rerun", ("session", "tool_call", "access", "tool", "user", "version",
                         "deployment", "invocation")),

@@ -82,6 +82,7 @@ WITNESS = {
     "charge_intent_without_key": "but its intent names no key",
     "queued_results_only": "never reported queued",
     "closed_results_never_written": "never reported the call's result",
+    "first_run_told_as_rerun": "was never handed off or sent to the background",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario
@@ -311,6 +312,9 @@ CAUGHT_BY = {
     "closed_results_never_written": ("04-new-message-during-waiting-turn",
                                      "the card of s1.turn1.t1 was closed ended_by_message, but "
                                      "the runtime never reported the call's result"),
+    "first_run_told_as_rerun": ("01-answered-in-2-minutes",
+                                "s1.turn1.t1 reported a re-run at t=2.0m (access granted) "
+                                "although its wait was never handed off"),
 }
 
 
@@ -336,7 +340,8 @@ EFFECT_CONTRACT_BUGS = ("rerun_ignores_end", "answer_dropped", "result_filed_und
                         "approval_checked_for_the_requester", "background_for_any_session",
                         "placeholder_on_every_result", "waited_in_minutes",
                         "rejection_names_the_writer", "charge_intent_without_key",
-                        "queued_results_only", "closed_results_never_written")
+                        "queued_results_only", "closed_results_never_written",
+                        "first_run_told_as_rerun")
 
 
 @pytest.mark.parametrize("name", EFFECT_CONTRACT_BUGS)

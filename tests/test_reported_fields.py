@@ -1,7 +1,8 @@
 """What a runtime reports about itself tells the truth, on small hand-made histories.
 
 Each clause judges a report the runtime chose to make (a placeholder flag, how long a call
-waited, whom a fence found, a queued message, an intent's key, a card's call result): a
+waited, whom a fence found, a queued message, an intent's key, a card's call result, a
+re-run): a
 runtime that does not make the report is not judged on it, and one that makes it falsely is.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers import (
+    AccessRechecked,
     BackgroundHonored,
     BusyRule,
     CardClosed,
@@ -292,3 +294,51 @@ def test_a_closed_card_whose_result_a_later_turn_never_saw_is_a_violation() -> N
         "the call's result (no tool.result by the run's end at t=2.0h), though a later turn of "
         "its session started at t=100s")
     assert started.index in v.records
+
+
+# ---------------------------------------------------------------- access-rechecked
+
+
+def rerun_after(h: History, wait_kind: str | None, t: float = 10 * MIN) -> Record:
+    ids = {"session": "s1", "turn": "s1.turn1", "tool_call": "t1"}
+    h.add("deployment.registered", "event", time=0.0, deployment="dep1",
+          data={"version": "v1", "hosts": ["dep1.h1"]})
+    ob(h, "tool.awaiting", 1.0, "tool.awaiting:t1", {"tool": "send_email"}, **ids)
+    if wait_kind == "tool.handoff":
+        ob(h, "tool.handoff", 5 * MIN + 1, "tool.handoff:t1#1", {"waited": 5 * MIN}, **ids)
+    elif wait_kind is not None:
+        ob(h, wait_kind, 2 * MIN, f"{wait_kind}:t1", **ids)
+    h.add("op.answer", "invoke", time=t - 1, session="s1", tool_call="t1",
+          data={"decision": "approve", "user": "alice"})
+    return ob(h, "tool.rerun", t, "tool.rerun:t1#1",
+              {"access": "granted", "tool": "send_email", "user": "alice", "version": "v1"},
+              deployment="dep1", **ids)
+
+
+def test_a_rerun_after_a_hand_off_or_the_background_passes() -> None:
+    for kind in ("tool.handoff", "turn.waiting", "tool.background"):
+        h = History()
+        rerun_after(h, kind)
+        result = AccessRechecked().check(h, CONFIG)
+        assert result.valid is True, (kind, messages(result))
+
+
+def test_a_rerun_with_no_wait_handed_off_before_it_is_a_violation() -> None:
+    h = History()
+    r = rerun_after(h, None, t=2 * MIN)
+    result = AccessRechecked().check(h, CONFIG)
+    assert result.valid is False and result.reached
+    (v,) = result.violations
+    assert v.message.startswith(
+        "tool call t1 reported a re-run at t=2.0m (access granted) although its wait was "
+        "never handed off or sent to the background before it")
+    assert r.index in v.records
+
+
+def test_a_hand_off_after_the_rerun_does_not_excuse_it() -> None:
+    h = History()
+    ids = {"session": "s1", "turn": "s1.turn1", "tool_call": "t1"}
+    rerun_after(h, None, t=2 * MIN)
+    ob(h, "tool.background", 3 * MIN, "tool.background:t1", **ids)
+    assert messages(AccessRechecked().check(h, CONFIG))[0].startswith(
+        "tool call t1 reported a re-run at t=2.0m")

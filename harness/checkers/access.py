@@ -8,6 +8,10 @@ latest deployment, re-resolving identity and the tool catalog. So:
   any deployment that was the latest between that answer and the re-run is accepted. Where it
   ran is read from the record's deployment, its invocation (`invocation.started`), or the
   version it reports (`data["version"]`, matched against `deployment.registered`);
+- a `tool.rerun` follows a wait that left the call: its hand-off (`tool.handoff`,
+  `turn.waiting`) or its trip to the background (`tool.background`). One reported with
+  neither before it is a first run told as a re-run, and this rule judges re-runs by their
+  reports;
 - if the user lost access to the tool (`identity.revoked` for that tool or `"*"`, not granted
   again since) before the re-run, the re-run says `access=denied`, and no effect of that tool
   call is delivered afterwards, whatever path it took. A revocation that lands after the
@@ -62,7 +66,8 @@ class AccessRechecked:
     # says the same.
     reads: frozenset[str] = frozenset(
         {"deployment.registered", "invocation.started", "identity.revoked", "identity.granted",
-         "tool.intent", "tool.awaiting", "tool.handoff", "turn.waiting", "tool.rerun",
+         "tool.intent", "tool.awaiting", "tool.handoff", "turn.waiting", "tool.background",
+         "tool.rerun",
          "effect.delivered", "op.answer", "message.received", "op.message"})
 
     def check(self, history: History, config: CheckConfig) -> Result:
@@ -80,11 +85,26 @@ class AccessRechecked:
             for rec in history.records:
                 if rec.kind == "effect.delivered" and rec.data.get("asked") is not None:
                     asked.setdefault(str(rec.data["asked"]), rec)
+        # Tool call -> its first `tool.background`: a call sent there leaves its turn, and
+        # the answer that comes later re-runs it as after a hand-off.
+        sent_away: dict[str, Record] = {}
+        for rec in history.records:
+            if rec.kind == "tool.background" and rec.tool_call is not None:
+                sent_away.setdefault(rec.tool_call, rec)
         violations: list[Violation] = []
         reruns = unplaced = denied = 0
         for r, call in events:
             if r.kind == "tool.rerun":
                 reruns += 1
+                away = sent_away.get(call.id)
+                if _waited(call, r.index) is None and (away is None or away.index > r.index):
+                    # A re-run follows a wait that left the call: one reported with none
+                    # before it is a first run told as a re-run (and the runtime's real
+                    # re-runs, judged here by their reports, may go untold).
+                    violations.append(Violation(
+                        f"tool call {call.id} reported a re-run at {at(r.time)} (access "
+                        f"{r.data.get('access')}) although its wait was never handed off or "
+                        f"sent to the background before it: {r.describe()}", cite((r,))))
                 placed = _placement(model, call, r)
                 if placed is None:
                     unplaced += 1
@@ -221,6 +241,13 @@ def _named(call: ToolCall, index: int, name: str) -> str | None:
         if value is not None:
             return str(value)
     return None
+
+
+def _waited(call: ToolCall, index: int) -> Record | None:
+    """The call's first wait handed off (`tool.handoff`, `turn.waiting`) before record
+    `index`."""
+    wait = next((r for r in call.asks if r.kind in _WAITS), None)
+    return wait if wait is not None and wait.index < index else None
 
 
 def _handed(call: ToolCall, index: int) -> Record | None:

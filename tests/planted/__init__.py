@@ -51,6 +51,7 @@ MODULES: tuple[str, ...] = (
     "charge_intent_without_key",
     "queued_results_only",
     "closed_results_never_written",
+    "first_run_told_as_rerun",
 )
 
 
