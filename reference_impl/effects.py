@@ -286,15 +286,16 @@ class SessionLog:
                 return str(payload.get("outcome"))
         return None
 
-    async def run_in_flight(self, tool_call: str) -> bool:
-        """Whether an approved run of `tool_call` committed its intent and nothing since: no
-        result of the call, and no hold (which asked the person again)."""
+    async def run_in_flight(self, tool_call: str, *, held: bool = False) -> bool:
+        """Whether an approved run of `tool_call` committed its intent and no result since.
+        A hold after the intent (the run asked the person to confirm) counts as in flight
+        when `held`: the confirmation is that run's own question."""
         last = None
         for entry in await self._committed():
             if (entry.payload.get("tool_call") == tool_call
                     and entry.kind in ("tool_intent", "tool_result", "tool_hold")):
                 last = entry.kind
-        return last == "tool_intent"
+        return last == "tool_intent" or (held and last == "tool_hold")
 
     async def turn_moved_on(self, turn: str) -> bool:
         """Whether a later turn's message is in the log: `turn` ended (a new message ended

@@ -304,9 +304,13 @@ async def record_result(
                 # decide apart, so the log decides: one final result per tool call, the first
                 # committed (docs/design.md, section 1).
                 return ended
-            if outcome in CLOSED_BY_CONTROLLER and await log.run_in_flight(tc):
+            if outcome in CLOSED_BY_CONTROLLER and await log.run_in_flight(
+                    tc, held=outcome == "ended_by_message"):
                 # An approved run committed its intent first: the approve won the call, and
-                # the run's own result will end it. The new message ended the turn only.
+                # the run's own result will end it. The new message ended the turn only. A
+                # held run is still in flight for a new message: its confirmation, which
+                # PendingToolCall keeps (endWait), decides the call, whichever of the hold and
+                # this write came first (soak seed 5700000; scenario 59). A cancel ends it.
                 return None
         # A result after a new message ended its turn (an answer's re-run, an expiry days
         # later): the transcript has moved on, so it is not the tool message of a later turn

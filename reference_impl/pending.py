@@ -333,6 +333,14 @@ def build_pending_service(ports: Ports, version: str) -> Service:
         if row is None or row.phase not in ("live", "waiting"):
             return {"status": "ignored"}
         decided_at = arg.get("decided_at") if isinstance(arg, Mapping) else None
+        if row.mode == "confirm" and isinstance(arg, Mapping) and (
+                arg.get("reason") == "ended_by_message"):
+            # A confirmation asked after a hold is the approved run's own question: a new
+            # message ends the turn, not the call, and the next turn writes no result over
+            # a held run either (`run_in_flight`). Decided by the log's order, not by time:
+            # a hold in the same instant as the decision used to end here while the next
+            # turn had found the run in flight, and the call had no result at all.
+            return {"status": "stale"}
         if decided_at is not None and row.since > float(decided_at):
             # A wait that began after the controller decided to end the call's turn: the
             # confirmation an approval's re-run asked for after a hold (the approve won the
