@@ -13,6 +13,7 @@ import importlib
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -121,7 +122,17 @@ def test_an_approval_after_a_cancel_is_refused_by_the_outside_agent_on_temporal(
     from examples.temporal_approval.chaos import adapter
 
     name = "42-approve-after-cancel-while-the-card-waits-in-call.toml"
-    run = run_schedule(adapter, load_scenario(ROOT / "scenarios" / name),
+    schedule = load_scenario(ROOT / "scenarios" / name)
+    # The example's clock runs 100 scenario seconds to a real one, so the scenario's approval,
+    # a minute after the cancel, comes 0.6 s after it: on a loaded machine the engine may not
+    # have ended the workflow by then, the signal is taken, and nothing is refused (both rules
+    # still hold). This test is about an approval that comes after the cancel ended the turn:
+    # at 10 minutes (5.4 s after the cancel) it does.
+    schedule = replace(schedule, steps=tuple(
+        replace(step, at=600.0) if step.action == "answer" else step
+        for step in schedule.steps))
+    assert [step.action for step in schedule.steps] == ["message", "cancel", "answer"]
+    run = run_schedule(adapter, schedule,
                        RunOptions(adapter_spec=ADAPTER, report_dir=tmp_path))
     assert run.error is None, run.error
     verdicts = {r.checker: r for r in run.results}
