@@ -186,6 +186,10 @@ def intent_id(tool_call: str, run: int) -> str:
 # Results the controller decides for a waiting call (a new message, a cancel), written by the
 # next turn: they end the call only if no approved run of it is in flight.
 CLOSED_BY_CONTROLLER: Final = frozenset({"ended_by_message", "cancelled"})
+# Of those, the ones that end the turn but not a held run: its confirmation is that run's own
+# question, so the next turn writes no result over it and PendingToolCall keeps the
+# confirmation (a cancel ends a held call).
+HOLD_OUTLIVES: Final = frozenset({"ended_by_message"})
 
 # Results that end a call's wait or its turn without saying what its effect did: a new
 # message or a cancel can end a turn while an answer's re-run has written its intent and not
@@ -305,7 +309,7 @@ async def record_result(
                 # committed (docs/design.md, section 1).
                 return ended
             if outcome in CLOSED_BY_CONTROLLER and await log.run_in_flight(
-                    tc, held=outcome == "ended_by_message"):
+                    tc, held=outcome in HOLD_OUTLIVES):
                 # An approved run committed its intent first: the approve won the call, and
                 # the run's own result will end it. The new message ended the turn only. A
                 # held run is still in flight for a new message: its confirmation, which

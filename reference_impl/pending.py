@@ -36,6 +36,7 @@ from reference_impl.effects import (
     run_step,
 )
 from reference_impl.executor import (
+    HOLD_OUTLIVES,
     ToolCall,
     apply_answer,
     hold,
@@ -133,14 +134,14 @@ def build_pending_service(ports: Ports, version: str) -> Service:
             # Later answers that also came before the card lost to the first; their
             # refusal is recorded now, when the call (and so its session) is known.
             for later in list(await ctx.get("laterEarlyAnswers") or []):
-                await refuse(ctx, call, call.tool_call, later, "already_decided", None)
+                await refuse(ctx, call, later, "already_decided", None)
             ctx.clear("laterEarlyAnswers")
             return {"answer": early}
         _save(ctx, row)
         return {"answer": None}
 
-    async def refuse(ctx: Context, call: ToolCall, tool_call: str,
-                     decision: Mapping[str, Any], reason: str, ended: str | None) -> JSON:
+    async def refuse(ctx: Context, call: ToolCall, decision: Mapping[str, Any], reason: str,
+                     ended: str | None) -> JSON:
         """Tell the person their answer was not applied, and why: an answer is applied or
         refused, never dropped."""
         ids = call.ids()
@@ -148,7 +149,7 @@ def build_pending_service(ports: Ports, version: str) -> Service:
         answers = int(await ctx.get("answers") or 0) + 1
         ctx.set("answers", answers)
         await observe(ctx, ports, f"observe.refused#{answers}", Event.of(
-            "answer.refused", f"answer.refused:{tool_call}#{answers}", **ids, reason=reason,
+            "answer.refused", f"answer.refused:{call.tool_call}#{answers}", **ids, reason=reason,
             decision=str(decision.get("decision")), user=str(decision.get("user", "")),
             **extra))
         return {"status": "refused", "reason": reason}
@@ -156,7 +157,6 @@ def build_pending_service(ports: Ports, version: str) -> Service:
     async def answer(ctx: Context, arg: Any) -> JSON:
         decision = parse_answer(arg)
         row = await _row(ctx)
-        tc = ctx.key()
         if row is None:
             if await ctx.get("earlyAnswer") is not None:
                 # The first answer before the card wins. This one is refused to the person
@@ -173,16 +173,15 @@ def build_pending_service(ports: Ports, version: str) -> Service:
             # whether the turn still waits in the call (it ends at the hand-off) or its
             # wait was handed off (the controller ends it, or is about to). A call sent to
             # the background is no longer the turn's: its answer still runs it.
-            return await refuse(ctx, row.call, tc, decision, "ended", "cancelled")
+            return await refuse(ctx, row.call, decision, "ended", "cancelled")
         if row.phase == "live":
             _save(ctx, replace(row, phase="answered", answer=decision))
             ctx.resolve_awakeable(row.awakeable, decision)
             return {"status": "delivered"}
         if row.phase in _OPEN:
             return await rerun(ctx, row, decision)
-        return await refuse(ctx, row.call, tc, decision, _REFUSED_IN.get(row.phase,
-                                                                        "already_decided"),
-                            None)
+        return await refuse(ctx, row.call, decision,
+                            _REFUSED_IN.get(row.phase, "already_decided"), None)
 
     async def rerun(ctx: Context, row: WaitRow, decision: dict[str, Any]) -> JSON:
         call = row.call
@@ -232,7 +231,7 @@ def build_pending_service(ports: Ports, version: str) -> Service:
             await ports.ui.close_card(tool_call=row.call.tool_call, outcome=ended)
 
         await run_step(ctx, "close_card", close)
-        return await refuse(ctx, row.call, row.call.tool_call, decision,
+        return await refuse(ctx, row.call, decision,
                             _REFUSED_BY.get(ended, "already_decided"), ended)
 
     async def start_tool_wait(ctx: Context, arg: Any) -> JSON:
@@ -334,7 +333,7 @@ def build_pending_service(ports: Ports, version: str) -> Service:
             return {"status": "ignored"}
         decided_at = arg.get("decided_at") if isinstance(arg, Mapping) else None
         if row.mode == "confirm" and isinstance(arg, Mapping) and (
-                arg.get("reason") == "ended_by_message"):
+                arg.get("reason") in HOLD_OUTLIVES):
             # A confirmation asked after a hold is the approved run's own question: a new
             # message ends the turn, not the call, and the next turn writes no result over
             # a held run either (`run_in_flight`). Decided by the log's order, not by time:

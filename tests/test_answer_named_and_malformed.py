@@ -28,6 +28,7 @@ from harness.outcome import SkippedStep, StepNote
 from harness.run import RunOptions, _apply, run_schedule
 from harness.schedules.model import Step
 from harness.schedules.scenario_file import load_scenario
+from tests.keep import KeepHistory
 
 ROOT = Path(__file__).resolve().parents[1]
 EARLY = ROOT / "scenarios" / "56-an-answer-before-its-card-is-kept-for-the-call.toml"
@@ -116,22 +117,8 @@ def test_a_named_and_a_malformed_answer_read_and_print_back(tmp_path: Path) -> N
 # ---------------------------------------------------------------- the runner
 
 
-class _Keep:
-    """Not an invariant: keeps the history of the run it is given."""
-
-    name = "test.keep"
-    description = "keeps the history"
-
-    def __init__(self) -> None:
-        self.history: History | None = None
-
-    def check(self, history: History, config: CheckConfig) -> Result:
-        self.history = history
-        return Result(self.name, True)
-
-
 def _run(path: Path) -> tuple[History, dict[str, Result]]:
-    keep = _Keep()
+    keep = KeepHistory()
     checkers: tuple[Checker, ...] = (keep, AnswerFate(), ApprovalAsked())
     outcome = run_schedule(load_adapter("reference"), load_scenario(path),
                            RunOptions(report_dir=None, save_history=False, checkers=checkers,

@@ -93,21 +93,14 @@ def test_the_runner_records_the_world_card_board_at_the_end() -> None:
     from harness.adapters import load_adapter
     from harness.run import RunOptions, run_schedule
     from harness.schedules.scenario_file import load_scenario
+    from tests.keep import KeepHistory
     from tests.test_planted_bugs import SCENARIOS
 
-    kept: list[History] = []
-
-    class Keep:
-        name = "keep"
-        description = "keeps the history."
-
-        def check(self, history: History, config: CheckConfig) -> Result:
-            kept.append(history)
-            return Result(self.name, True)
-
+    keep = KeepHistory()
     run_schedule(load_adapter("reference"),
                  load_scenario(SCENARIOS / "03-never-answered-expires.toml"),
                  RunOptions(adapter_spec="reference", report_dir=None, save_history=False,
-                            checkers=(Keep(),)))
-    (end,) = [r for r in kept[0].records if r.kind == "run.end"]
+                            checkers=(keep,)))
+    assert keep.history is not None
+    (end,) = [r for r in keep.history.records if r.kind == "run.end"]
     assert end.data == {"cards": {"s1.turn1.t1": "expired"}}
