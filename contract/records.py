@@ -356,8 +356,10 @@ _KINDS: Final = (
     Kind("identity.granted", "world", "a user got access to a tool back", ("user",),
          ("tool",)),
     # -- the runner: operations and faults, the schedule's steps
-    Kind("op.message", "runner", "the runner sent a user message (invoke, then ok)",
-         ("session",), ("message_id", "planned"), types=("invoke", "ok", "fail", "info")),
+    Kind("op.message", "runner", "the runner sent a user message (invoke, then ok; the "
+         "invoke names who sent it, `user`)",
+         ("session",), ("message_id", "planned", "user"),
+         types=("invoke", "ok", "fail", "info")),
     Kind("op.answer", "runner", "the runner answered the session's open card, or the call "
          "it names (`named`) with or without a card (fail: no card, or the runtime refused it "
          "by raising; `reason` says which)",
@@ -612,8 +614,9 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
     "access-rechecked": _reads(
         ("deployment.registered", ("deployment", "version")),
         ("invocation.started", ("invocation", "deployment")),
-        ("message.received", ("session", "user")),
-        ("op.message", ("session",)),
+        ("message.received", ("session", "user", "message")),
+        ("op.message", ("session", "message_id", "user")),
+        ("turn.started", ("session", "turn", "message")),
         ("op.answer", ("session", "tool_call", "decision", "user")),
         ("tool.awaiting", ("session", "tool_call", "tool")),
         ("tool.handoff", ("session", "tool_call")),

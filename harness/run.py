@@ -409,8 +409,12 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
                    "user": step.get("user"), "plan": list(step.get("tools"))}
         # `planned`: how many tools the message asks for (context-kept checks the model was
         # asked for each of them).
-        history.add("op.message", "invoke", session=session,
-                    data={"message_id": message_id, "planned": len(message["plan"])})
+        # `user`: who sent it, in the runner's word, which the runtime cannot rewrite: the
+        # person a turn acts for (access-rechecked).
+        sent: dict[str, Any] = {"message_id": message_id, "planned": len(message["plan"])}
+        if message["user"] is not None:
+            sent["user"] = message["user"]
+        history.add("op.message", "invoke", session=session, data=sent)
         runtime.send_message(session, message)
         history.add("op.message", "ok", session=session, data={"message_id": message_id})
     elif action == "answer" and step.get("call") is not None:

@@ -4,7 +4,7 @@ State (virtual-object keys, named as in the source design):
 
 - `activeTurnInvocationId`: the doTurn invocation running a turn of this session, if any
   (a token the controller mints when it dispatches the invocation; `activeTurn` is its turn);
-- `waitingTurn`: {turnId, toolCallId, since, user}: a turn that waits on a person *as state*,
+- `waitingTurn`: {turnId, toolCallId, since}: a turn that waits on a person *as state*,
   with no invocation at all;
 - `queue`: the FIFO of messages and background results that wait for their turn.
 
@@ -44,16 +44,15 @@ class WaitingTurn:
     turn: str
     tool_call: str
     since: float
-    user: str = ""
+    # No user: the resumed turn reads its person from the thread log (its `user` entry), the
+    # one record of who asked, so a copy here could only disagree with it.
 
     def to_json(self) -> dict[str, Any]:
-        return {"turnId": self.turn, "toolCallId": self.tool_call, "since": self.since,
-                "user": self.user}
+        return {"turnId": self.turn, "toolCallId": self.tool_call, "since": self.since}
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> WaitingTurn:
-        return cls(str(obj["turnId"]), str(obj["toolCallId"]), float(obj["since"]),
-                   str(obj.get("user") or ""))
+        return cls(str(obj["turnId"]), str(obj["toolCallId"]), float(obj["since"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +63,11 @@ class ControllerState:
     queue: tuple[dict[str, Any], ...] = ()
     turns: int = 0  # turns started so far: the next turn id
     dispatches: int = 0  # doTurn invocations dispatched so far: the next token
-    cancel_requested: str | None = None  # the active turn that must stop at its next step
-    # Every turn the person cancelled: an answer to one of its calls is refused from then on
-    # (PendingToolCall asks `isCancelled`), whether the turn still ran, waited in the call
-    # or waited as state when the cancel came.
+    # Every turn the person cancelled: an active one stops at its next step or when it
+    # would wait, and an answer to one of its calls is refused from then on (the turn and
+    # PendingToolCall ask `isCancelled`), whether the turn still ran, waited in the call or
+    # waited as state when the cancel came. One record of a cancel, never cleared: a second
+    # flag for "the active turn must stop" could only disagree with it.
     cancelled_turns: tuple[str, ...] = ()
     # toolFinished that overtook its turn's turnWaiting (the answer raced the hand-off).
     early_results: tuple[dict[str, Any], ...] = ()
@@ -88,7 +88,6 @@ STATE_KEYS: Final[dict[str, str]] = {
     "queue": "queue",
     "turns": "turns",
     "dispatches": "dispatches",
-    "cancel_requested": "cancelRequested",
     "cancelled_turns": "cancelledTurns",
     "early_results": "earlyResults",
     "unlogged": "unlogged",
@@ -206,7 +205,7 @@ class _Decision:
         self._dispatch(waiting.turn, {"resume": {
             "tool_call": waiting.tool_call, "tool": finished.get("tool", ""),
             "outcome": outcome, "result": finished.get("result"),
-            "recorded": bool(finished.get("recorded", True)), "user": waiting.user,
+            "recorded": bool(finished.get("recorded", True)),
         }})
 
     def end_waiting(self, outcome: str, reason: str, decided_at: float) -> None:
@@ -282,12 +281,11 @@ def build_controller_service(ports: Ports) -> Service:
         if d.state.active_turn_invocation_id != arg["token"]:
             return {"status": "stale"}
         turn, tc = str(arg["turn"]), str(arg["tool_call"])
-        waiting = WaitingTurn(turn, tc, float(arg["since"]), str(arg.get("user") or ""))
+        waiting = WaitingTurn(turn, tc, float(arg["since"]))
         d.state = replace(d.state, active_turn_invocation_id=None, active_turn=None,
                           waiting_turn=waiting)
         early = [r for r in d.state.early_results if r["tool_call"] == tc]
-        if d.state.cancel_requested == turn:
-            d.state = replace(d.state, cancel_requested=None)
+        if turn in d.state.cancelled_turns:
             d.end_waiting("cancelled", "cancelled", await ctx.time())
             d.next()
         elif early:
@@ -309,8 +307,6 @@ def build_controller_service(ports: Ports) -> Service:
         turn = str(arg["turn"])
         d.state = replace(
             d.state, active_turn_invocation_id=None, active_turn=None,
-            cancel_requested=None if d.state.cancel_requested == turn
-            else d.state.cancel_requested,
             early_results=tuple(r for r in d.state.early_results if r["turn"] != turn),
         )
         d.next()
@@ -355,23 +351,24 @@ def build_controller_service(ports: Ports) -> Service:
 
     async def cancel(ctx: Context, arg: Any) -> JSON:
         d = await decide(ctx)
+        turn: str | None = None
         if d.state.active_turn_invocation_id:
-            # The turn checks this flag between steps and stops spending.
+            # The turn asks between steps (and the wait it reports is ended) and stops
+            # spending.
             turn = d.state.active_turn
-            d.state = replace(d.state, cancel_requested=turn, cancelled_turns=(
+            d.state = replace(d.state, cancelled_turns=(
                 *d.state.cancelled_turns, *([turn] if turn else [])))
         elif d.state.waiting_turn is not None:
-            d.state = replace(d.state, cancelled_turns=(*d.state.cancelled_turns,
-                                                        d.state.waiting_turn.turn))
+            turn = d.state.waiting_turn.turn
+            d.state = replace(d.state, cancelled_turns=(*d.state.cancelled_turns, turn))
             d.end_waiting("cancelled", "cancelled", await ctx.time())
             d.next()
         await d.apply(ctx, ports, "observe.cancel")
-        return {"cancelled": d.state.cancel_requested}
+        return {"cancelled": turn}
 
     async def is_cancelled(ctx: Context, arg: Any) -> JSON:
         turn = arg["turn"]
-        return bool((await ctx.get("cancelRequested")) == turn
-                    or turn in (await ctx.get("cancelledTurns") or ()))
+        return turn in (await ctx.get("cancelledTurns") or ())
 
     async def status(ctx: Context, arg: Any) -> JSON:
         return {key: await ctx.get(key) for key in STATE_KEYS.values()}

@@ -103,8 +103,7 @@ def build_turn_service(ports: Ports, *, accepts_pending_result: bool = True) -> 
             await run_step(ctx, "turn.message", write_message)
         resume = arg.get("resume")
         if resume is not None and not resume.get("recorded", True):
-            call = ToolCall(session, turn, str(resume["tool_call"]), str(resume.get("tool", "")),
-                            user=str(resume.get("user", "")))
+            call = ToolCall(session, turn, str(resume["tool_call"]), str(resume.get("tool", "")))
             await record_result(ctx, ports, log, call, str(resume["outcome"]),
                                 resume.get("result"), close_card=False)
 
@@ -162,7 +161,7 @@ def build_turn_service(ports: Ports, *, accepts_pending_result: bool = True) -> 
                 # the turn is state, and nothing is pinned however long the person takes.
                 ctx.object_send(CONTROLLER_TURN_WAITING, session, {
                     "turn": turn, "token": token, "tool_call": call.tool_call,
-                    "since": since, "user": user,
+                    "since": since,
                 })
                 return {"status": "waiting", "turn": turn, "tool_call": call.tool_call}
 

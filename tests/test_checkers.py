@@ -1200,6 +1200,44 @@ def test_access_an_approved_run_is_judged_by_the_approvers_access() -> None:
     passing(AccessRechecked().check(history("alice", rerun=True), CONFIG))
 
 
+def test_access_a_turn_acts_for_the_sender_of_its_message() -> None:
+    """Alice and Bob write in one session: Bob's turn acts for Bob. The runner's word on who
+    sent a message (`op.message` `user`) stands over the runtime's (`message.received`);
+    without it, the runtime's is read."""
+    def history(revoked: str, runner_names: bool, runtime_says: str = "bob") -> History:
+        h = History()
+        for t, message, user in ((0, "s1.m1", "alice"), (60, "s1.m2", "bob")):
+            ev(h, "op.message", t, {"message_id": message,
+                                    **({"user": user} if runner_names else {})},
+               type="invoke", session="s1")
+        ev(h, "identity.revoked", 1, {"user": revoked, "tool": "notify"})
+        ob(h, "message.received", 0, "mr1", {"message": "s1.m1", "user": "alice"},
+           session="s1")
+        ob(h, "turn.started", 0, "ts1", {"message": "s1.m1"}, session="s1", turn="T1")
+        ob(h, "message.received", 60, "mr2", {"message": "s1.m2", "user": runtime_says},
+           session="s1")
+        ob(h, "turn.started", 60, "ts2", {"message": "s1.m2"}, session="s1", turn="T2")
+        ev(h, "effect.delivered", 62, {"effect": "model", "logical": "T2:0", "asked": "tc2"},
+           key="model:T2:0", session="s1", turn="T2")
+        ob(h, "tool.intent", 62, "in2", {"tool": "notify"}, session="s1", turn="T2",
+           tool_call="tc2")
+        ev(h, "effect.delivered", 63, {"effect": "email", "logical": "tc2"}, key="k2",
+           session="s1", turn="T2", tool_call="tc2")
+        return h
+
+    assert "although user bob lost access to notify at t=1s" in failing(
+        AccessRechecked().check(history("bob", runner_names=True), CONFIG))
+    # The runtime files Bob's message under Alice: the runner's word stands.
+    assert "although user bob lost access to notify at t=1s" in failing(
+        AccessRechecked().check(history("bob", runner_names=True, runtime_says="alice"),
+                                CONFIG))
+    # No word from the runner: the runtime's report of who sent it is read.
+    assert "although user bob lost access to notify at t=1s" in failing(
+        AccessRechecked().check(history("bob", runner_names=False), CONFIG))
+    # Alice lost access, and the turn is Bob's: nothing to judge.
+    passing(AccessRechecked().check(history("alice", runner_names=True), CONFIG))
+
+
 def test_access_the_user_is_the_one_the_session_named_before_the_delivery() -> None:
     """The session's user (named by its message) decides whose revocation counts, not the
     only user the run revoked; a user named only after the delivery does not count."""

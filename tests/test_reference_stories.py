@@ -539,7 +539,7 @@ def test_cancel_stops_an_active_turn_between_steps() -> None:
     ended = one(sim, "turn.ended", turn="s1.turn1")
     assert ended.data["reason"] == "cancelled"
     assert len(world.deliveries("model")) == 2  # stopped spending after the second step
-    assert idle(sim, "s1") and not sim.state("Controller", "s1").get("cancelRequested")
+    assert idle(sim, "s1") and sim.state("Controller", "s1").get("cancelledTurns") == ["s1.turn1"]
 
 
 def test_cancel_ends_a_waiting_turn_and_the_queue_moves_on() -> None:

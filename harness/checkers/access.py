@@ -31,9 +31,12 @@ there to be seen: a delivery then is a violation.
 Identity events name a user. A run the person approved is judged by the approver's access:
 the runner records who answered (`op.answer` `user`), which the runtime cannot rewrite, and
 an approval is that person's authority. The user of a tool call is the one its re-run names
-(`data["user"]`), else the session's (from any record with a session and `data["user"]`, such
-as `message.received`); failing both, a revocation applies when its user is the session id or
-the only user the run ever revoked or granted that tool.
+(`data["user"]`), else the sender of the message its turn processes (`turn.started`
+`message`; the runner's `op.message` names who sent it, else `message.received` does): two
+people may write in one session, and a turn acts for the one who asked. Failing those, the
+session's (from any record with a session and `data["user"]`); failing all, a revocation
+applies when its user is the session id or the only user the run ever revoked or granted
+that tool.
 """
 
 from __future__ import annotations
@@ -264,7 +267,8 @@ def _revocation(model: RunModel, call: ToolCall, r: Record, tool: str | None) ->
 
     The user of a run the person approved is the one who approved it (the last approving
     `op.answer` up to `r` that names a user: the runner says who answered, which the runtime
-    cannot rewrite); else the one its re-run names, else the session's; failing all, a
+    cannot rewrite); else the one its re-run names, else the sender of the message its turn
+    processes (two people may write in one session), else the session's; failing all, a
     revocation applies when its user is the session id or the only user the run ever revoked
     or granted that tool."""
     identity = model.identity
@@ -272,6 +276,9 @@ def _revocation(model: RunModel, call: ToolCall, r: Record, tool: str | None) ->
         return None
     session = attr(r, "session") or _named(call, r.index, "session")
     user = _approver(call, r.index) or identity.call_user(call.id, r.index)
+    turn = model.turns.get(call.turn) if call.turn is not None else None
+    if user is None and turn is not None and turn.message is not None:
+        user = identity.message_user(turn.message, r.index)
     if user is None and session is not None:
         user = identity.session_user(session, r.index)
     if user is None:

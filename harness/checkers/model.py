@@ -389,6 +389,19 @@ class Identity:
                 return str(r.data["user"])
         return None
 
+    def message_user(self, message: str, index: int) -> str | None:
+        """Who sent `message`, up to record `index`: the runner's word (`op.message` names
+        the user its step gave), else the runtime's (`message.received`)."""
+        told = None
+        for r in self.acting:
+            if r.index > index:
+                break
+            if r.kind == "op.message" and r.data.get("message_id") == message:
+                return str(r.data["user"])
+            if told is None and r.kind == "message.received" and r.data.get("message") == message:
+                told = str(r.data["user"])
+        return told
+
     def call_user(self, tool_call: str, index: int) -> str | None:
         """The last user a record of the tool call named, up to record `index`."""
         found = None
@@ -489,7 +502,7 @@ HOST_KINDS: Final = frozenset(
     {"host.paused", "host.resumed", "host.crashed", "host.restarted", "fault.gc-pause",
      "fault.crash", "fault.heal"}
 )
-# The runner's `op.message` names no user, but a test driving the runtime may say who sent it.
+# The runner's `op.message` names who sent it (a test driving the runtime may leave it out).
 _IDENTITY_KINDS: Final = frozenset(
     {"identity.revoked", "identity.granted", "message.received", "op.message", "tool.rerun"})
 # The records of a tool call (`RunModel.calls`).

@@ -52,6 +52,7 @@ MODULES: tuple[str, ...] = (
     "queued_results_only",
     "closed_results_never_written",
     "first_run_told_as_rerun",
+    "turn_acts_for_the_first_writer",
 )
 
 
