@@ -271,28 +271,27 @@ def build_pending_service(ports: Ports, version: str) -> Service:
         log = SessionLog(ports, call.session, ctx.host())
         await log.take_ownership()
 
-        async def ended_already() -> str | None:
-            return await log.final_result(call.tool_call)
-
         # The call may have ended another way while it waited here: a new message ended its
         # turn in the same instant as the call went to the background (the controller and
-        # this object decide apart, so neither saw the other). One final result per tool
-        # call, the first committed: an expiry after it writes and reports nothing.
-        ended = await run_step(ctx, f"final:{call.tool_call}#{row.wait}", ended_already)
+        # this object decide apart, so neither saw the other), or while this expiry stood
+        # before the thread log's lock (a paused host; scenario 64). One final result per
+        # tool call, the first committed: the check and the write are one step under the
+        # log's fence (`first_wins`), and an expiry that comes second writes and reports
+        # nothing.
+        background = row.phase == "background"
+        result = {"error": "no answer within max_wait"}
+        ended = await record_result(ctx, ports, log, call, "expired", result, close_card=True,
+                                    background=background, first_wins=True)
         if ended is not None:
             _save(ctx, replace(row, phase="ended"))
 
             async def close() -> None:
-                # A confirmation card shown after the call ended (a re-run held on its
-                # intent) closes with the call's one result.
+                # The card closes with the call's one result (a confirmation card shown
+                # after the call ended, a re-run held on its intent, has no other closer).
                 await ports.ui.close_card(tool_call=call.tool_call, outcome=str(ended))
 
             await run_step(ctx, "close_card", close)
             return {"status": "ignored", "ended": ended}
-        background = row.phase == "background"
-        result = {"error": "no answer within max_wait"}
-        await record_result(ctx, ports, log, call, "expired", result, close_card=True,
-                            background=background)
         _save(ctx, replace(row, phase="expired"))
         ctx.object_send(CONTROLLER_TOOL_FINISHED, call.session,
                         tool_finished(call, "expired", result, background=background))
