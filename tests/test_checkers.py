@@ -1741,3 +1741,41 @@ def test_answer_fate_a_refusal_as_ended_after_a_cancel_of_the_running_turn_is_tr
             passing(result)
         else:
             assert "as ended, which the call never was" in failing(result)
+
+
+def test_answer_fate_an_answered_call_was_not_ended_though_its_turn_was() -> None:
+    """A new message ends the turn while the person's approval runs; the approval wins the
+    call (answered). A later answer refused as ended names a fate the call never had: it was
+    already decided. Refused as ended before the approval's result, or for a call held when
+    its turn ended, the reason stays true."""
+    from harness.checkers import AnswerFate
+
+    def history(reason: str, answered_first: bool, held: bool = False) -> History:
+        h = History()
+        ob(h, "turn.started", 0, "e1", {"message": "m1"}, session="s1", turn="T1")
+        ob(h, "tool.awaiting", 2, "e2", session="s1", turn="T1", tool_call="tc1")
+        ob(h, "tool.handoff", 302, "e3", session="s1", turn="T1", tool_call="tc1")
+        ev(h, "op.answer", 600, {"decision": "approve"}, type="invoke", session="s1",
+           turn="T1", tool_call="tc1")
+        ev(h, "op.answer", 600, type="ok", session="s1", turn="T1", tool_call="tc1")
+        ob(h, "turn.ended", 600, "e4", {"reason": "steered"}, session="s1", turn="T1")
+        outcome = "held" if held else "answered"
+        if answered_first:
+            ob(h, "tool.result", 601, "e5", {"outcome": outcome}, session="s1", turn="T1",
+               tool_call="tc1")
+        ev(h, "op.answer", 660, {"decision": "approve"}, type="invoke", session="s1",
+           turn="T1", tool_call="tc1")
+        ob(h, "answer.refused", 660, "e6", {"reason": reason, "decision": "approve"},
+           session="s1", turn="T1", tool_call="tc1")
+        ev(h, "op.answer", 660, type="ok", session="s1", turn="T1", tool_call="tc1")
+        if not answered_first:
+            ob(h, "tool.result", 661, "e5", {"outcome": outcome}, session="s1", turn="T1",
+               tool_call="tc1")
+        ev(h, "run.end", 3 * HOUR)
+        return h
+
+    assert "refused at t=11.0m as ended, which the call never was: it answered" in failing(
+        AnswerFate().check(history("ended", answered_first=True), CONFIG))
+    passing(AnswerFate().check(history("already_decided", answered_first=True), CONFIG))
+    passing(AnswerFate().check(history("ended", answered_first=False), CONFIG))
+    passing(AnswerFate().check(history("ended", answered_first=True, held=True), CONFIG))

@@ -84,6 +84,7 @@ WITNESS = {
     "closed_results_never_written": "never reported the call's result",
     "first_run_told_as_rerun": "was never handed off or sent to the background",
     "turn_acts_for_the_first_writer": "although user bob lost access to notify",
+    "end_wait_after_answer": "as ended, which the call never was",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario
@@ -94,12 +95,14 @@ WITNESS = {
 # neither (measured); the generator's reach is issue 22's section 3. An approval by another
 # person than the one who asked needs a second person, and generated schedules give a session
 # one (scenario 54 has Bob approve Alice's calls); a request that names another session's call
-# (`of`) is written in scenario 55 only; two people writing in one session, in scenario 61.
+# (`of`) is written in scenario 55 only; two people writing in one session, in scenario 61; an
+# approval and a new message in one instant followed by a second approval, in scenario 66.
 SCENARIO_ONLY: frozenset[str] = frozenset({"rerun_ignores_end", "answer_dropped",
                                            "approval_after_cancel",
                                            "approval_checked_for_the_requester",
                                            "background_for_any_session",
-                                           "turn_acts_for_the_first_writer"})
+                                           "turn_acts_for_the_first_writer",
+                                           "end_wait_after_answer"})
 
 # The planted bugs explored here: all the others, one per invariant at least.
 BUGS: tuple[str, ...] = tuple(name for name in planted.MODULES if name not in SCENARIO_ONLY)
@@ -321,6 +324,10 @@ CAUGHT_BY = {
         "61-a-turn-acts-for-the-person-whose-message-started-it",
         "email of tool call s1.turn2.t1 was delivered at t=62.5s although user bob lost "
         "access to notify at t=0s, before the model asked for it at t=62s"),
+    "end_wait_after_answer": (
+        "66-an-approval-that-won-over-a-steer-is-already-decided",
+        "an answer to s1.turn1.t1 was refused at t=11.0m as ended, which the call never was: "
+        "it answered at t=10.0m"),
 }
 
 
@@ -347,7 +354,8 @@ EFFECT_CONTRACT_BUGS = ("rerun_ignores_end", "answer_dropped", "result_filed_und
                         "placeholder_on_every_result", "waited_in_minutes",
                         "rejection_names_the_writer", "charge_intent_without_key",
                         "queued_results_only", "closed_results_never_written",
-                        "first_run_told_as_rerun", "turn_acts_for_the_first_writer")
+                        "first_run_told_as_rerun", "turn_acts_for_the_first_writer",
+                        "end_wait_after_answer")
 
 
 @pytest.mark.parametrize("name", EFFECT_CONTRACT_BUGS)

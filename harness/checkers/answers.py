@@ -16,18 +16,20 @@ judged once the liveness bound has passed since it was given and since the last 
 ended: a paused host may hold it up for that long.
 
 A refusal tells the person why, and the reason must be true of the call: `already_decided`
-only when it had another answer (an answer applied to it at any time, a second answer
-given, or a final outcome by then), `expired` only when it expired, `ended` only when a
-new message or a cancel ended it, or its turn ended (by then: the refusal's time, or the
-end of the faults that were holding things up, plus the tolerance), or the person cancelled
+only when it had another answer (an answer applied to it at any time, a second answer given,
+or a final outcome by then), `expired` only when it expired, `ended` only when a new message
+or a cancel ended it, or its turn ended (by then: the refusal's time, or the end of the
+faults that were holding things up, plus the tolerance) and no other final outcome of the
+call came before the refusal (an approval that won the call over a new message left it
+answered, and a later answer to it is already decided, not ended), or the person cancelled
 its session while its turn was in progress (a cancelled turn stops at its next step; an
 answer after the cancel runs nothing, though the turn may end only at its hand-off). An
 answer refused as "already decided" on a call nobody had answered, which then waits out its
 days, was dropped with a false reason. A refusal that also names the outcome that ended the
 call (`outcome`, optional) must name an outcome, and the call's final one once it has one,
 unless the call outlived its turn: the person sent it to the background after the refusal (a
-call in the background is no longer its turn's: a cancelled turn's call goes on there, and its
-answer still runs it), or it was held (its confirmation card is left to the person).
+call in the background is no longer its turn's: a cancelled turn's call goes on there, and
+its answer still runs it), or it was held (its confirmation card is left to the person).
 
 An answer may come before its card: a client that names the call (`op.answer` `named`)
 races the card, and the answer is kept until the call comes (a second one before it is
@@ -291,8 +293,12 @@ def _reason_true(refusal: Record, given: list[Record], results: list[Record],
         applied = any(str(r.data.get("outcome")) in _APPLIED for r in results)
         again = sum(1 for a in given if a.index < refusal.index) >= 2
         return applied or again or bool(finals)
-    if reason == "ended" and turn_ended:  # a held call ends with its turn, result or not
-        return True
+    if reason == "ended" and turn_ended:
+        # A held call ends with its turn, result or not; a call decided another way before
+        # the refusal (its approval ran: answered) was not ended, though its turn was.
+        before = {str(r.data.get("outcome")) for r in results if r.index < refusal.index
+                  and str(r.data.get("outcome")) not in _NOT_FINAL}
+        return not before - _REASON_OUTCOMES["ended"]
     wanted = _REASON_OUTCOMES.get(reason)
     return wanted is None or bool(finals & wanted)  # not_yours: not judged here
 

@@ -53,6 +53,7 @@ MODULES: tuple[str, ...] = (
     "closed_results_never_written",
     "first_run_told_as_rerun",
     "turn_acts_for_the_first_writer",
+    "end_wait_after_answer",
 )
 
 
