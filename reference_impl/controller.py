@@ -208,7 +208,7 @@ class _Decision:
             "recorded": bool(finished.get("recorded", True)),
         }})
 
-    def end_waiting(self, outcome: str, reason: str, decided_at: float) -> None:
+    def end_waiting(self, outcome: str, reason: str) -> None:
         waiting = self.state.waiting_turn
         assert waiting is not None
         tc = waiting.tool_call
@@ -221,10 +221,10 @@ class _Decision:
                   "result": {"error": f"the turn was {reason} while waiting"}}
         self.state = replace(self.state, waiting_turn=None,
                              unlogged=(*self.state.unlogged, closed))
-        # `decided_at`: PendingToolCall ends only a wait that began before this decision. An
-        # approval's re-run that held the call after it (a new card asks to confirm: the
-        # approve won the call, the message ended only the turn) keeps its new wait.
-        self.send(PENDING_END_WAIT, tc, {"reason": outcome, "decided_at": decided_at})
+        # PendingToolCall ends the call's wait, or keeps it: a confirmation an approval's
+        # re-run asked for after a hold outlives a new message (the approve won the call),
+        # and a cancel ends it.
+        self.send(PENDING_END_WAIT, tc, {"reason": outcome})
 
     def next(self) -> None:
         if self.busy or not self.state.queue:
@@ -271,7 +271,7 @@ def build_controller_service(ports: Ports) -> Service:
         d.emit("message.received", f"message.received:{d.session}:{item['message_id']}",
                message=item["message_id"], user=item["user"], origin="message")
         if not d.state.active_turn_invocation_id and d.state.waiting_turn is not None:
-            d.end_waiting("ended_by_message", "steered", await ctx.time())
+            d.end_waiting("ended_by_message", "steered")
         d.admit(item)
         await d.apply(ctx, ports, "observe.onMessage")
         return {"active": d.state.active_turn, "queued": len(d.state.queue)}
@@ -286,7 +286,7 @@ def build_controller_service(ports: Ports) -> Service:
                           waiting_turn=waiting)
         early = [r for r in d.state.early_results if r["tool_call"] == tc]
         if turn in d.state.cancelled_turns:
-            d.end_waiting("cancelled", "cancelled", await ctx.time())
+            d.end_waiting("cancelled", "cancelled")
             d.next()
         elif early:
             d.state = replace(d.state, early_results=tuple(
@@ -295,7 +295,7 @@ def build_controller_service(ports: Ports) -> Service:
         elif any(item["kind"] == "message" for item in d.state.queue):
             # A message queued while the turn was active: now that the turn waits on a
             # person, the message ends it like a new message would.
-            d.end_waiting("ended_by_message", "steered", await ctx.time())
+            d.end_waiting("ended_by_message", "steered")
             d.next()
         await d.apply(ctx, ports, "observe.turnWaiting")
         return {"status": "waiting" if d.state.waiting_turn else "moved on"}
@@ -361,7 +361,7 @@ def build_controller_service(ports: Ports) -> Service:
         elif d.state.waiting_turn is not None:
             turn = d.state.waiting_turn.turn
             d.state = replace(d.state, cancelled_turns=(*d.state.cancelled_turns, turn))
-            d.end_waiting("cancelled", "cancelled", await ctx.time())
+            d.end_waiting("cancelled", "cancelled")
             d.next()
         await d.apply(ctx, ports, "observe.cancel")
         return {"cancelled": turn}

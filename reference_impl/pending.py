@@ -330,25 +330,35 @@ def build_pending_service(ports: Ports, version: str) -> Service:
         row = await _row(ctx)
         if row is None or row.phase not in ("live", "waiting"):
             return {"status": "ignored"}
-        decided_at = arg.get("decided_at") if isinstance(arg, Mapping) else None
-        if row.mode == "confirm" and isinstance(arg, Mapping) and (
-                arg.get("reason") in HOLD_OUTLIVES):
+        reason = str(arg.get("reason", "ended")) if isinstance(arg, Mapping) else "ended"
+        if row.mode == "confirm" and reason in HOLD_OUTLIVES:
             # A confirmation asked after a hold is the approved run's own question: a new
             # message ends the turn, not the call, and the next turn writes no result over
             # a held run either (`run_in_flight`). Decided by the log's order, not by time:
             # a hold in the same instant as the decision used to end here while the next
             # turn had found the run in flight, and the call had no result at all.
             return {"status": "stale"}
-        if decided_at is not None and row.since > float(decided_at):
-            # A wait that began after the controller decided to end the call's turn: the
-            # confirmation an approval's re-run asked for after a hold (the approve won the
-            # call). Ending it would close a card the person must still answer.
-            return {"status": "stale"}
-        reason = str(arg.get("reason", "ended"))
         _save(ctx, replace(row, phase="ended"))
+        call = row.call
+        if row.mode == "confirm":
+            # A held call whose turn the person cancelled: the cancel ends the call (every
+            # answer to a cancelled turn's call is refused, so a confirmation left up would
+            # ask for an answer that changes nothing). The next turn may have found the
+            # approved run still in flight, before its hold, and written nothing: the call's
+            # result is written here, first-wins (one final result per call, whoever writes
+            # it first), and the card closes with it.
+            log = SessionLog(ports, call.session, ctx.host())
+            await log.take_ownership()
+            ended = await record_result(
+                ctx, ports, log, call, reason,
+                {"error": f"the turn was {reason} while the call was held"},
+                close_card=True, first_wins=True)
+            if ended is None:
+                return {"status": "ended"}
+            reason = ended  # the call had ended another way first: its card says that
 
         async def close() -> None:
-            await ports.ui.close_card(tool_call=row.call.tool_call, outcome=reason)
+            await ports.ui.close_card(tool_call=call.tool_call, outcome=reason)
 
         await run_step(ctx, "close_card", close)
         return {"status": "ended"}

@@ -220,3 +220,27 @@ def test_a_rerun_intent_committed_before_the_new_message_wins_the_call(tmp_path:
     assert _records(history, "answer.refused") == []
     [ended] = [r for r in _records(history, "turn.ended") if r.turn == "s1.turn1"]
     assert ended.data["reason"] == "steered"
+
+
+def test_an_expiry_paused_before_the_lock_writes_nothing_over_a_steer(tmp_path: Path) -> None:
+    """Failed turn-outcome and card-closed on the unmodified reference: the expiry checked for
+    an earlier result before the lock, and after the pause wrote `expired` over the steer's
+    `ended_by_message`."""
+    _, history = _run("64-an-expiry-paused-before-the-lock-races-a-steer.toml", tmp_path)
+    assert [r.data["outcome"] for r in _records(history, "tool.result")] == ["ended_by_message"]
+    [end] = history.of_kind("run.end")
+    assert end.data["cards"]["s1.turn1.t1"] == "ended_by_message"
+
+
+def test_a_cancel_ends_a_held_call_whatever_the_order(tmp_path: Path) -> None:
+    """The cancel comes while the approved run is in flight and the hold after it; the next
+    turn wrote nothing (the run was in flight). PendingToolCall writes the call's cancelled
+    result itself and closes the confirmation at once, not after eight days of refusals."""
+    name = "67-a-cancel-while-an-approved-run-is-in-flight-ends-the-call-once-it-holds.toml"
+    _, history = _run(name, tmp_path)
+    results = [(r.data["outcome"], r.time) for r in _records(history, "tool.result")]
+    assert [o for o, _ in results] == ["held", "cancelled"]
+    assert results[1][1] < 700  # at the hold, seconds after the cancel
+    [end] = history.of_kind("run.end")
+    assert end.data["cards"]["s1.turn1.t1"] == "cancelled"
+    assert _records(history, "answer.refused") == []  # the late confirmation found no card
