@@ -30,7 +30,7 @@ from reference_impl import executor as executor_module
 from reference_impl import pending as pending_module
 from reference_impl import turn as turn_module
 
-__all__ = ["CtxProxy", "rebind", "replace_handler", "variant", "with_ctx"]
+__all__ = ["CtxProxy", "phase_read_as", "rebind", "replace_handler", "variant", "with_ctx"]
 
 
 def _copy(fn: types.FunctionType, scope: dict[str, Any]) -> types.FunctionType:
@@ -144,6 +144,20 @@ class CtxProxy:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ctx, name)
+
+
+def phase_read_as(actual: str, read_as: str) -> Callable[[Context], Any]:
+    """A PendingToolCall context whose wait row in phase `actual` reads as phase `read_as`:
+    the bugs of a handler that misjudges where the wait stands (`with_ctx` takes it)."""
+
+    class _PhaseMisread(CtxProxy):
+        async def get(self, key: str) -> Any:
+            raw = await self._ctx.get(key)
+            if key == "row" and isinstance(raw, dict) and raw.get("phase") == actual:
+                return {**raw, "phase": read_as}  # the bug
+            return raw
+
+    return _PhaseMisread
 
 
 def with_ctx(proxy: Callable[[Context], Any]) -> Callable[[HandlerFn], HandlerFn]:

@@ -8,29 +8,22 @@ sent, the charge made) instead of being refused as expired.
 
 from __future__ import annotations
 
-from typing import Any
-
 from contract.binding import App
 from contract.ports import Ports
 from harness.adapters.sim import SimAdapter
 from reference_impl.app import build_app
-from tests.planted._plant import CtxProxy, replace_handler, with_ctx
+from tests.planted._plant import phase_read_as, replace_handler, with_ctx
 
 INVARIANT = "turn-outcome"
 
 
-class _BackgroundLooksClosed(CtxProxy):
-    async def get(self, key: str) -> Any:
-        raw = await self._ctx.get(key)
-        if key == "row" and isinstance(raw, dict) and raw.get("phase") == "background":
-            # The bug: "the turn already went on" read as "nothing waits any more".
-            return {**raw, "phase": "done"}
-        return raw
+# The bug: "the turn already went on" read as "nothing waits any more".
+_MISREAD = phase_read_as("background", "done")
 
 
 def build(ports: Ports, version: str = "v1") -> App:
     return replace_handler(build_app(ports, version), "PendingToolCall", "expire",
-                           with_ctx(_BackgroundLooksClosed))
+                           with_ctx(_MISREAD))
 
 
 ADAPTER = SimAdapter("planted-background-never-expires",

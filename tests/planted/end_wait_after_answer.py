@@ -9,28 +9,22 @@ never had: it was already decided.
 
 from __future__ import annotations
 
-from typing import Any
-
 from contract.binding import App
 from contract.ports import Ports
 from harness.adapters.sim import SimAdapter
 from reference_impl.app import build_app
-from tests.planted._plant import CtxProxy, replace_handler, with_ctx
+from tests.planted._plant import phase_read_as, replace_handler, with_ctx
 
 INVARIANT = "answer-fate"
 
 
-class _AnsweredLooksWaiting(CtxProxy):
-    async def get(self, key: str) -> Any:
-        raw = await self._ctx.get(key)
-        if key == "row" and isinstance(raw, dict) and raw.get("phase") == "done":
-            return {**raw, "phase": "waiting"}  # the bug
-        return raw
+# The bug: an answered call read as one still waiting, which the message then ends.
+_MISREAD = phase_read_as("done", "waiting")
 
 
 def build(ports: Ports, version: str = "v1") -> App:
     return replace_handler(build_app(ports, version), "PendingToolCall", "endWait",
-                           with_ctx(_AnsweredLooksWaiting))
+                           with_ctx(_MISREAD))
 
 
 ADAPTER = SimAdapter("planted-end-wait-after-answer",

@@ -16,25 +16,21 @@ from contract.binding import App
 from contract.ports import Ports
 from harness.adapters.sim import SimAdapter
 from reference_impl import executor
-from tests.planted._plant import CtxProxy, replace_handler, variant, with_ctx
+from tests.planted._plant import phase_read_as, replace_handler, variant, with_ctx
 
 INVARIANT = "turn-outcome"
 
 
-class _AnsweredLooksOpen(CtxProxy):
-    async def get(self, key: str) -> Any:
-        raw = await self._ctx.get(key)
-        if key == "row" and isinstance(raw, dict) and raw.get("phase") == "done":
-            # The bug: the answered wait is not closed for the timer.
-            return {**raw, "phase": "waiting"}
-        return raw
+# The bug: the answered wait is not closed for the timer.
+_MISREAD = phase_read_as("done", "waiting")
 
 
-async def _expiry_writes_anyway(*args: Any, **kwargs: Any) -> str | None:
-    # The bug, again: the committed result of the call is not looked at either.
-    if len(args) > 4 and args[4] == "expired":  # (ctx, ports, log, call, outcome, ...)
+async def _expiry_writes_anyway(ctx: Any, ports: Any, log: Any, call: Any, outcome: str,
+                                result: Any, **kwargs: Any) -> str | None:
+    if outcome == "expired":
+        # The bug, again: the committed result of the call is not looked at either.
         kwargs["first_wins"] = False
-    return await executor.record_result(*args, **kwargs)
+    return await executor.record_result(ctx, ports, log, call, outcome, result, **kwargs)
 
 
 _build = variant(pending={"record_result": _expiry_writes_anyway})
@@ -42,7 +38,7 @@ _build = variant(pending={"record_result": _expiry_writes_anyway})
 
 def build(ports: Ports, version: str = "v1") -> App:
     return replace_handler(_build(ports, version), "PendingToolCall", "expire",
-                           with_ctx(_AnsweredLooksOpen))
+                           with_ctx(_MISREAD))
 
 
 ADAPTER = SimAdapter("planted-expiry-after-answer", "expire ignores that the wait was answered",
