@@ -244,3 +244,31 @@ def test_a_cancel_ends_a_held_call_whatever_the_order(tmp_path: Path) -> None:
     [end] = history.of_kind("run.end")
     assert end.data["cards"]["s1.turn1.t1"] == "cancelled"
     assert _records(history, "answer.refused") == []  # the late confirmation found no card
+
+
+def test_an_approved_run_in_flight_is_not_overtaken_by_another_calls_result(
+        tmp_path: Path) -> None:
+    """t2's approved run wrote its intent and paused; t1's background result came into the
+    log after it; a new message then ended the waiting turn. The next turn must still find
+    t2's run in flight (another call's later result says nothing about t2) and write nothing
+    over it: t2's email goes out once, `answered` is its one final result."""
+    _, history = _run("68-another-calls-result-after-an-in-flight-intent.toml", tmp_path)
+    t2 = "s1.turn1.t2"
+    assert [r.data["outcome"] for r in _records(history, "tool.result", t2)] == ["answered"]
+    assert len(_records(history, "effect.delivered", t2)) == 1
+    assert len(_records(history, "effect.delivered", "s1.turn1.t1")) == 1
+
+
+def test_a_cancelled_call_in_the_background_closes_its_card_with_its_result(
+        tmp_path: Path) -> None:
+    """Failed card-closed on the unmodified reference (with a horizon before the expiry): the
+    next turn wrote the call's cancelled result and left its card up, since PendingToolCall
+    had ignored the controller's end of a wait it had moved to the background."""
+    _, history = _run("69-a-call-sent-to-the-background-after-a-cancel-ends-with-its-turn.toml",
+                      tmp_path)
+    assert len(_records(history, "tool.background")) == 1
+    [result] = _records(history, "tool.result")
+    assert result.data["outcome"] == "cancelled"
+    [end] = history.of_kind("run.end")
+    assert end.time < 2 * 86400  # judged before the call's expiry could close the card
+    assert end.data["cards"]["s1.turn1.t1"] == "cancelled"
