@@ -674,8 +674,9 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         *_FAULTS, *_EVERY,
     ),
     "effect-done": _reads(
-        ("tool.intent", ("tool_call",)),
-        ("tool.result", ("tool_call", "outcome")),
+        ("tool.intent", ("tool_call", "tool")),
+        ("tool.result", ("tool_call", "outcome", "tool")),
+        ("tool.awaiting", ("tool_call", "tool")),
         ("effect.delivered", ("tool_call",)),
         *_EVERY,
     ),

@@ -78,3 +78,27 @@ def test_another_calls_delivery_does_not_count() -> None:
     email(h, 11, "s1.turn1.t2")
     result(h, 11, "answered")
     assert check(h).valid is False
+
+
+def test_a_tool_that_acts_reported_done_with_no_intent_and_no_effect_is_caught() -> None:
+    """A run that skipped its intent and its effect alike: the tool the records name acts on
+    the world (the catalog gives send_email an effect), so `answered` is a claim about it."""
+    def history(delivered: bool) -> History:
+        h = History()
+        ob(h, "tool.awaiting", 1, f"tool.awaiting:{TC}#1", {"tool": "send_email"},
+           session="s1", turn="s1.turn1", tool_call=TC)
+        result(h, 10, "answered")
+        ob(h, "tool.result", 20, "tool.result:s1.turn1.t2:completed",
+           {"outcome": "completed", "tool": "lookup"}, session="s1", turn="s1.turn1",
+           tool_call="s1.turn1.t2")  # a pure tool: nothing to deliver
+        if delivered:
+            email(h, 30)  # the world recorded it after the result: done after all
+        return h
+
+    r = check(history(delivered=False))
+    assert r.valid is False and r.stats == {"judged_calls": 1.0}
+    [v] = r.violations
+    assert v.message.startswith(
+        f"{TC} (send_email, a tool that acts on the world) was reported answered at t=10s, "
+        "and the world never received its effect (its run wrote no intent either)"), v.message
+    assert check(history(delivered=True)).valid is True

@@ -85,6 +85,7 @@ WITNESS = {
     "first_run_told_as_rerun": "was never handed off or sent to the background",
     "turn_acts_for_the_first_writer": "although user bob lost access to notify",
     "end_wait_after_answer": "as ended, which the call never was",
+    "approval_taken_as_the_deed": "its run wrote no intent either",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario
@@ -96,13 +97,16 @@ WITNESS = {
 # person than the one who asked needs a second person, and generated schedules give a session
 # one (scenario 54 has Bob approve Alice's calls); a request that names another session's call
 # (`of`) is written in scenario 55 only; two people writing in one session, in scenario 61; an
-# approval and a new message in one instant followed by a second approval, in scenario 66.
+# approval and a new message in one instant followed by a second approval, in scenario 66; a
+# call sent to the background after a cancel, before its turn says it waits, in scenario 69
+# (whose one-day horizon judges the card before the call's expiry closes it).
 SCENARIO_ONLY: frozenset[str] = frozenset({"rerun_ignores_end", "answer_dropped",
                                            "approval_after_cancel",
                                            "approval_checked_for_the_requester",
                                            "background_for_any_session",
                                            "turn_acts_for_the_first_writer",
-                                           "end_wait_after_answer"})
+                                           "end_wait_after_answer",
+                                           "card_kept_by_the_next_turn"})
 
 # The planted bugs explored here: all the others, one per invariant at least.
 BUGS: tuple[str, ...] = tuple(name for name in planted.MODULES if name not in SCENARIO_ONLY)
@@ -324,6 +328,13 @@ CAUGHT_BY = {
         "61-a-turn-acts-for-the-person-whose-message-started-it",
         "email of tool call s1.turn2.t1 was delivered at t=62.5s although user bob lost "
         "access to notify at t=0s, before the model asked for it at t=62s"),
+    "approval_taken_as_the_deed": ("01-answered-in-2-minutes",
+                                   "s1.turn1.t1 (send_email, a tool that acts on the world) "
+                                   "was reported answered at t=2.0m"),
+    "card_kept_by_the_next_turn": (
+        "69-a-call-sent-to-the-background-after-a-cancel-ends-with-its-turn",
+        "the card of s1.turn1.t1 was still open at the run's end (t=24.0h), although the call "
+        "ended cancelled at t=6.7m"),
     "end_wait_after_answer": (
         "66-an-approval-that-won-over-a-steer-is-already-decided",
         "an answer to s1.turn1.t1 was refused at t=11.0m as ended, which the call never was: "

@@ -3,7 +3,9 @@
 The other effect rules bound effects from above (at most once, only when authorized). This one
 bounds them from below: when the runtime reports a tool call `answered` (the person approved
 and it ran) or `completed` (it ran without approval), and the call is a tool with an effect
-(its run wrote an intent, `tool.intent`, which only such tools do), the world must have
+(its run wrote an intent, `tool.intent`, which only such tools do, or a record of the call
+names a tool the world's catalog, `harness.world.DEFAULT_TOOLS`, gives an effect: a run that
+skipped its intent and its effect alike still reported a tool that acts), the world must have
 delivered that effect for the call (`effect.delivered` with its tool_call), in this attempt or
 an earlier one. A call that reports an email sent that never left the outbox, or a charge that
 the ledger never saw, is what a person trusts and is wrong about.
@@ -21,8 +23,12 @@ from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record
+from harness.world import DEFAULT_TOOLS
 
-_KINDS: Final = frozenset({"tool.intent", "tool.result", "effect.delivered"})
+_KINDS: Final = frozenset({"tool.intent", "tool.result", "tool.awaiting", "effect.delivered"})
+# The catalog's tools that act on the world (email, charge): a call of one reported done
+# did its effect.
+_ACTS: Final = frozenset(name for name, spec in DEFAULT_TOOLS.items() if spec.effect)
 # The outcomes that say the tool ran.
 _RAN: Final = frozenset({"answered", "completed"})
 
@@ -47,6 +53,7 @@ class EffectDone:
     def _check(self, history: History, config: CheckConfig) -> Result:
         dedup = Dedup()
         intents: dict[str, Record] = {}
+        tools: dict[str, str] = {}  # tool call -> its tool, from the records that name it
         delivered: set[str] = set()
         ran: dict[str, Record] = {}
         for r in history.records:
@@ -55,20 +62,33 @@ class EffectDone:
             tc = attr(r, "tool_call")
             if tc is None:
                 continue
+            tool = r.data.get("tool")
+            if tool is not None and r.kind != "effect.delivered":
+                tools.setdefault(tc, str(tool))
             if r.kind == "tool.intent":
                 intents.setdefault(tc, r)
             elif r.kind == "effect.delivered":
                 delivered.add(str(tc))
-            elif str(r.data.get("outcome")) in _RAN:
+            elif r.kind == "tool.result" and str(r.data.get("outcome")) in _RAN:
                 ran.setdefault(tc, r)
         violations: list[Violation] = []
         judged = 0
         for tc, result in ran.items():
             intent = intents.get(tc)
-            if intent is None:
+            tool = tools.get(tc)
+            if intent is None and tool not in _ACTS:
                 continue
             judged += 1
             if tc in delivered:
+                continue
+            if intent is None:
+                violations.append(Violation(
+                    f"{tc} ({tool}, a tool that acts on the world) was reported "
+                    f"{result.data.get('outcome')} at {at(result.time)}, and the world never "
+                    f"received its effect (its run wrote no intent either): "
+                    f"{result.describe()}",
+                    cite((result,)),
+                ))
                 continue
             violations.append(Violation(
                 f"{tc} ({intent.data.get('tool', 'tool')}) was reported "

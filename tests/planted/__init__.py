@@ -54,6 +54,8 @@ MODULES: tuple[str, ...] = (
     "first_run_told_as_rerun",
     "turn_acts_for_the_first_writer",
     "end_wait_after_answer",
+    "approval_taken_as_the_deed",
+    "card_kept_by_the_next_turn",
 )
 
 
