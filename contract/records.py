@@ -147,6 +147,10 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "current_epoch": "the thread's epoch a stale append met (a StaleEpoch rejection; null: "
                      "the thread had none)",
     "current_owner": "the thread's owner a stale append met (a StaleEpoch rejection)",
+    "held_since": "since when the transaction in the way held the control row (a LockTimeout "
+                  "rejection, when the store knows it), in the run's time",
+    "idle_timeout": "seconds after which the store's database ends a transaction idle holding "
+                    "the control row (a LockTimeout rejection, when the store knows it)",
     "detail": "the error's words",
     "on": "what a suspended invocation waits on",
     "caller": "the invocation that made the call",
@@ -269,8 +273,10 @@ _KINDS: Final = (
          ("session", "epoch", "seq"),
          ("owner", "entry", "entry_kind", "turn", "tool_call", *_OBS)),
     Kind("threadlog.rejected", _RUN, "an append was rejected (stale epoch, aborted "
-         "transaction)", ("session", "epoch", "reason"),
-         ("owner", "entry", "detail", "stale", "current_epoch", "current_owner", *_OBS),
+         "transaction, control row held), or taking ownership was (control row held; no "
+         "`epoch` then)", ("session", "reason"),
+         ("epoch", "owner", "entry", "detail", "stale", "current_epoch", "current_owner",
+          "held_since", "idle_timeout", *_OBS),
          (("reason", ("StaleEpoch", "TransactionAborted", "LockTimeout")),),
          open_values=True, mark="append rejected"),
     # -- the engine (the simulator, or an observer of a real engine)
@@ -594,7 +600,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("threadlog.assigned", ("session", "epoch", "owner", "after_seq")),
         ("threadlog.appended", ("session", "epoch", "seq", "owner")),
         ("threadlog.rejected", ("session", "epoch", "owner", "reason", "current_epoch",
-                                "current_owner")),
+                                "current_owner", "held_since", "idle_timeout")),
         ("threadlog.committed", ("session", "epoch", "seq", "owner")),
         ("threadlog.owner", ("session", "epoch", "owner")),
         *_EVERY,

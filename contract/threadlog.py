@@ -84,7 +84,18 @@ class StaleEpoch(ThreadLogError):
 
 
 class LockTimeout(ThreadLogError):
-    """The control row is held by another transaction; retry later."""
+    """The control row is held by another transaction; retry later.
+
+    A store that knows it says since when the holder has held the row (`held_since`, in the
+    store's clock) and after how long idle the database ends such a transaction
+    (`idle_timeout`, seconds): a holder past that bound should have been ended, not waited
+    for (a paused host would block its session for as long as it is away)."""
+
+    def __init__(self, message: str, *, held_since: float | None = None,
+                 idle_timeout: float | None = None) -> None:
+        super().__init__(message)
+        self.held_since = held_since
+        self.idle_timeout = idle_timeout
 
 
 class TransactionAborted(ThreadLogError):

@@ -23,7 +23,7 @@ from contract import faultpoints
 from contract.binding import JSON, Context, HandlerRef
 from contract.ports import Ports
 from contract.services import ServiceError, body_error
-from contract.threadlog import LogEntry, StaleEpoch, TransactionAborted
+from contract.threadlog import LockTimeout, LogEntry, StaleEpoch, TransactionAborted
 from reference_impl.threadlog import ThreadLog
 
 __all__ = [
@@ -83,6 +83,18 @@ PENDING_BACKGROUND: Final = HandlerRef(PENDING, "background")
 PENDING_END_WAIT: Final = HandlerRef(PENDING, "endWait")
 
 # --------------------------------------------------------------------------- keys
+
+
+def _rejection_facts(err: Exception) -> dict[str, Any]:
+    """What a rejected append's report says beyond its reason, so its truth can be judged:
+    whom the fence found in the writer's place (a stale epoch), or since when the row's
+    holder held it and the bound after which the database ends an idle holder (a lock
+    timeout, when the store knows them)."""
+    if isinstance(err, StaleEpoch):
+        return {"current_epoch": err.current_epoch, "current_owner": err.current_owner}
+    if isinstance(err, LockTimeout) and err.held_since is not None:
+        return {"held_since": err.held_since, "idle_timeout": err.idle_timeout}
+    return {}
 
 
 def model_key(turn: str, step: int) -> str:
@@ -253,7 +265,18 @@ class SessionLog:
 
     async def take_ownership(self) -> int:
         self._known, self._ids = None, {}
-        assignment = await self._log.take_ownership()
+        try:
+            assignment = await self._log.take_ownership()
+        except LockTimeout as err:
+            # Reported like a rejected append (no epoch yet: this host was given none), then
+            # the attempt fails and the engine retries it.
+            self._ports.observer.emit(
+                "threadlog.rejected",
+                event_id=f"threadlog.rejected:{self.session}:take:{self._log.owner}",
+                session=self.session, reason=type(err).__name__, owner=self._log.owner,
+                entry="take_ownership", detail=str(err), **_rejection_facts(err),
+            )
+            raise
         # Outside ctx.run on purpose (see the class docstring); each epoch is emitted once.
         self._ports.observer.emit(
             "threadlog.assigned",
@@ -324,7 +347,7 @@ class SessionLog:
             return known
         try:
             entry = await self._log.append(kind, {**payload, "id": entry_id})
-        except (StaleEpoch, TransactionAborted) as err:
+        except (StaleEpoch, TransactionAborted, LockTimeout) as err:
             # Report, then fail the attempt: the engine retries it, and the retry takes
             # ownership again and continues from the committed log.
             self._ports.observer.emit(
@@ -332,9 +355,7 @@ class SessionLog:
                 event_id=f"threadlog.rejected:{self.session}:{self._log.epoch}:{entry_id}",
                 session=self.session, epoch=self._log.epoch, reason=type(err).__name__,
                 owner=self._log.owner, entry=entry_id, detail=str(err),
-                # Whom the fence found in its place: the rejection's truth can be judged.
-                **({"current_epoch": err.current_epoch, "current_owner": err.current_owner}
-                   if isinstance(err, StaleEpoch) else {}),
+                **_rejection_facts(err),
             )
             raise
         if self._known is not None:

@@ -107,7 +107,8 @@ class InMemoryThreadLogStore:
             if not self._expired(holder):
                 raise LockTimeout(
                     f"control row of thread {thread_id!r} is held by another transaction "
-                    f"since t={holder.locked_at}"
+                    f"since t={holder.locked_at}",
+                    held_since=holder.locked_at, idle_timeout=self._idle_timeout,
                 )
             holder.terminated = True
         txn = _Transaction(thread_id, locked_at=self._now())

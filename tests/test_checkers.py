@@ -606,6 +606,30 @@ def test_fencing_reassignment_with_rejected_stale_append_passes() -> None:
     assert result.stats["appended"] == 3 and result.stats["rejected"] == 1
 
 
+def test_fencing_a_write_refused_by_a_holder_past_the_idle_timeout_is_a_violation() -> None:
+    """A lock timeout is the fence working while the holder is within the database's idle
+    bound; past it, the database should have ended the holder (a paused host)."""
+    def history(refused_at: float, facts: dict[str, float]) -> History:
+        h = History()
+        _assign(h, 0, 1, "h1", "a1")
+        _append(h, 1, 1, 1, "p1")
+        ob(h, "threadlog.rejected", refused_at, "r1",
+           {"reason": "LockTimeout", "entry": "take_ownership", **facts}, session="s1")
+        ev(h, "run.end", 200)
+        _committed(h, 200, [(1, 1, "h1")])
+        return h
+
+    facts = {"held_since": 10.0, "idle_timeout": 5.0}
+    within = Fencing().check(history(14.5, facts), CONFIG)
+    passing(within)
+    assert within.reached and within.stats["rejected"] == 1
+    passing(Fencing().check(history(100.0, {}), CONFIG))  # a store that does not know
+    witness = failing(Fencing().check(history(15.0, facts), CONFIG))  # the bound itself
+    assert ("session s1: a write was refused the control row at t=15s by a transaction "
+            "holding it since t=10s (5s), at least the store's idle-in-transaction timeout "
+            "of 5s") in witness
+
+
 def test_fencing_stale_write_that_landed_is_a_violation() -> None:
     h = History()
     _assign(h, 0, 1, "h1", "a1")

@@ -86,6 +86,7 @@ WITNESS = {
     "turn_acts_for_the_first_writer": "although user bob lost access to notify",
     "end_wait_after_answer": "as ended, which the call never was",
     "approval_taken_as_the_deed": "its run wrote no intent either",
+    "idle_holder_waited_for": "at least the store's idle-in-transaction timeout",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario
@@ -331,6 +332,9 @@ CAUGHT_BY = {
     "approval_taken_as_the_deed": ("01-answered-in-2-minutes",
                                    "s1.turn1.t1 (send_email, a tool that acts on the world) "
                                    "was reported answered at t=2.0m"),
+    "idle_holder_waited_for": ("10-gc-pause-holding-control-row",
+                               "a write was refused the control row at t=60s by a transaction "
+                               "holding it since t=0s (60s)"),
     "card_kept_by_the_next_turn": (
         "69-a-call-sent-to-the-background-after-a-cancel-ends-with-its-turn",
         "the card of s1.turn1.t1 was still open at the run's end (t=24.0h), although the call "

@@ -10,7 +10,11 @@ Two sources, checked against each other:
   log (an older epoch after a newer one is a stale write that landed), every epoch was
   assigned, to the owner that wrote under it, and every accepted append is there unchanged.
 
-Rejected appends (`threadlog.rejected`) are the fence working, not a violation. A stale-epoch
+Rejected appends (`threadlog.rejected`) are the fence working, not a violation, with one
+exception: a lock timeout (`LockTimeout`) whose store says the holder had held the control
+row (`held_since`) for its idle-in-transaction timeout (`idle_timeout`) or longer. The database
+ends a transaction idle that long (a host paused while it held the row), so the fence's other
+half failed: the session's writes waited on a paused host for as long as it was away. A stale-epoch
 rejection that names whom the fence found in the writer's place (`current_epoch`,
 `current_owner`) tells the truth: an epoch assigned in the run (to that owner), which is not
 the writer's own. A rejection naming the writer itself refused the thread's owner; one naming
@@ -124,6 +128,8 @@ class Fencing:
                 rejected += 1
                 if r.data.get("reason") == "StaleEpoch" and "current_epoch" in r.data:
                     t.stale.append(r)
+                elif r.data.get("reason") == "LockTimeout":
+                    violations.extend(_held_past_idle(sid, r, config.latency))
             elif kind == "threadlog.committed":
                 seq = _int(attr(r, "seq"))
                 if seq is None or epoch is None:
@@ -145,6 +151,26 @@ class Fencing:
             stats={"appended": float(appended), "rejected": float(rejected),
                    "committed": float(committed), "reassigned_threads": float(reassigned)},
         )
+
+
+def _held_past_idle(sid: str, r: Record, latency: float) -> list[Violation]:
+    """A writer refused the control row by a holder the database should have ended: one
+    idle in its transaction for the store's `idle_timeout` or longer. The store says since
+    when the holder held the row (`held_since`) and the bound (`idle_timeout`)."""
+    since, bound = r.data.get("held_since"), r.data.get("idle_timeout")
+    if not isinstance(since, (int, float)) or not isinstance(bound, (int, float)):
+        return []  # a store that does not know (PostgreSQL does not say who holds the row)
+    held = r.time - float(since)
+    if held < float(bound) + latency:
+        return []
+    return [Violation(
+        f"session {sid}: a write was refused the control row at {at(r.time)} by a "
+        f"transaction holding it since {at(float(since))} ({held:g}s), at least the "
+        f"store's idle-in-transaction timeout of {float(bound):g}s: the database ends such "
+        "a holder (a paused host), and the session's writes waited on it instead: "
+        f"{r.describe()}",
+        cite((r,)),
+    )]
 
 
 def _before_takeover(t: _Thread, epoch: int, seq: int) -> bool:

@@ -56,6 +56,7 @@ MODULES: tuple[str, ...] = (
     "end_wait_after_answer",
     "approval_taken_as_the_deed",
     "card_kept_by_the_next_turn",
+    "idle_holder_waited_for",
 )
 
 
