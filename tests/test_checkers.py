@@ -620,14 +620,14 @@ def test_fencing_a_write_refused_by_a_holder_past_the_idle_timeout_is_a_violatio
         return h
 
     facts = {"held_since": 10.0, "idle_timeout": 5.0}
-    within = Fencing().check(history(14.5, facts), CONFIG)
+    within = Fencing().check(history(15.0, facts), CONFIG)  # the bound itself: not longer
     passing(within)
     assert within.reached and within.stats["rejected"] == 1
     passing(Fencing().check(history(100.0, {}), CONFIG))  # a store that does not know
-    witness = failing(Fencing().check(history(15.0, facts), CONFIG))  # the bound itself
-    assert ("session s1: a write was refused the control row at t=15s by a transaction "
-            "holding it since t=10s (5s), at least the store's idle-in-transaction timeout "
-            "of 5s") in witness
+    witness = failing(Fencing().check(history(15.5, facts), CONFIG))
+    assert ("session s1: a write was refused the control row at t=15.5s by a transaction "
+            "holding it since t=10s (5.5s), longer than the store's idle-in-transaction "
+            "timeout of 5s") in witness
 
 
 def test_fencing_stale_write_that_landed_is_a_violation() -> None:

@@ -86,7 +86,7 @@ WITNESS = {
     "turn_acts_for_the_first_writer": "although user bob lost access to notify",
     "end_wait_after_answer": "as ended, which the call never was",
     "approval_taken_as_the_deed": "its run wrote no intent either",
-    "idle_holder_waited_for": "at least the store's idle-in-transaction timeout",
+    "idle_holder_waited_for": "longer than the store's idle-in-transaction timeout",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario

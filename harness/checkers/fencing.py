@@ -12,7 +12,7 @@ Two sources, checked against each other:
 
 Rejected appends (`threadlog.rejected`) are the fence working, not a violation, with one
 exception: a lock timeout (`LockTimeout`) whose store says the holder had held the control
-row (`held_since`) for its idle-in-transaction timeout (`idle_timeout`) or longer. The database
+row (`held_since`) for longer than its idle-in-transaction timeout (`idle_timeout`). The database
 ends a transaction idle that long (a host paused while it held the row), so the fence's other
 half failed: the session's writes waited on a paused host for as long as it was away. A stale-epoch
 rejection that names whom the fence found in the writer's place (`current_epoch`,
@@ -155,17 +155,17 @@ class Fencing:
 
 def _held_past_idle(sid: str, r: Record, latency: float) -> list[Violation]:
     """A writer refused the control row by a holder the database should have ended: one
-    idle in its transaction for the store's `idle_timeout` or longer. The store says since
+    idle in its transaction for longer than the store's `idle_timeout`. The store says since
     when the holder held the row (`held_since`) and the bound (`idle_timeout`)."""
     since, bound = r.data.get("held_since"), r.data.get("idle_timeout")
     if not isinstance(since, (int, float)) or not isinstance(bound, (int, float)):
         return []  # a store that does not know (PostgreSQL does not say who holds the row)
     held = r.time - float(since)
-    if held < float(bound) + latency:
-        return []
+    if held <= float(bound) + latency:
+        return []  # PostgreSQL ends a transaction idle *longer* than the bound
     return [Violation(
         f"session {sid}: a write was refused the control row at {at(r.time)} by a "
-        f"transaction holding it since {at(float(since))} ({held:g}s), at least the "
+        f"transaction holding it since {at(float(since))} ({held:g}s), longer than the "
         f"store's idle-in-transaction timeout of {float(bound):g}s: the database ends such "
         "a holder (a paused host), and the session's writes waited on it instead: "
         f"{r.describe()}",
