@@ -328,7 +328,12 @@ def build_pending_service(ports: Ports, version: str) -> Service:
 
     async def end_wait(ctx: Context, arg: Any) -> JSON:
         row = await _row(ctx)
-        if row is None or row.phase not in ("live", "waiting"):
+        # A call the person sent to the background after the controller decided its turn's
+        # end (a cancel, a new message), in the moment before the turn told the controller
+        # it waits, ends with its turn: the controller's decision came first, and the next
+        # turn writes that result. Ignoring it here left the card up, refusing every answer,
+        # until the call expired days later (scenario 69).
+        if row is None or row.phase not in ("live", "waiting", "background"):
             return {"status": "ignored"}
         reason = str(arg.get("reason", "ended")) if isinstance(arg, Mapping) else "ended"
         if row.mode == "confirm" and reason in HOLD_OUTLIVES:

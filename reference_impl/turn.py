@@ -85,17 +85,13 @@ def build_turn_service(ports: Ports, *, accepts_pending_result: bool = True) -> 
         await log.take_ownership()
 
         # Results the controller decided (ended by a new message, cancelled) go to the log
-        # before this turn's message, as the tool messages of the turns they belong to. One
-        # written here is the call's final result (first-wins), so its card closes with it:
-        # PendingToolCall, which closes it on the controller's endWait, ignores that request
-        # for a call it had moved to the background meanwhile (a request that came after the
-        # cancel, before the turn said it waits), and the card stayed up, refusing every
-        # answer, until the call's expiry days later (scenario 69).
+        # before this turn's message, as the tool messages of the turns they belong to. The
+        # card is PendingToolCall's to close, on the controller's endWait.
         for closed in arg.get("closed") or []:
             call = ToolCall(session, str(closed["turn"]), str(closed["tool_call"]),
                             str(closed.get("tool", "")))
             await record_result(ctx, ports, log, call, str(closed["outcome"]),
-                                closed.get("result"), close_card=True, first_wins=True)
+                                closed.get("result"), close_card=False, first_wins=True)
         message = arg.get("message")
         if message is not None:
             async def write_message() -> None:

@@ -107,7 +107,7 @@ SCENARIO_ONLY: frozenset[str] = frozenset({"rerun_ignores_end", "answer_dropped"
                                            "background_for_any_session",
                                            "turn_acts_for_the_first_writer",
                                            "end_wait_after_answer",
-                                           "card_kept_by_the_next_turn"})
+                                           "background_keeps_its_card"})
 
 # The planted bugs explored here: all the others, one per invariant at least.
 BUGS: tuple[str, ...] = tuple(name for name in planted.MODULES if name not in SCENARIO_ONLY)
@@ -335,7 +335,7 @@ CAUGHT_BY = {
     "idle_holder_waited_for": ("10-gc-pause-holding-control-row",
                                "a write was refused the control row at t=60s by a transaction "
                                "holding it since t=0s (60s)"),
-    "card_kept_by_the_next_turn": (
+    "background_keeps_its_card": (
         "69-a-call-sent-to-the-background-after-a-cancel-ends-with-its-turn",
         "the card of s1.turn1.t1 was still open at the run's end (t=24.0h), although the call "
         "ended cancelled at t=6.7m"),

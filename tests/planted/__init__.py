@@ -55,7 +55,7 @@ MODULES: tuple[str, ...] = (
     "turn_acts_for_the_first_writer",
     "end_wait_after_answer",
     "approval_taken_as_the_deed",
-    "card_kept_by_the_next_turn",
+    "background_keeps_its_card",
     "idle_holder_waited_for",
 )
 
