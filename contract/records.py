@@ -603,6 +603,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
                                 "current_owner", "held_since", "idle_timeout")),
         ("threadlog.committed", ("session", "epoch", "seq", "owner")),
         ("threadlog.owner", ("session", "epoch", "owner")),
+        ("attempt.failed", ("error",)),
         *_EVERY,
     ),
     "turn-outcome": _reads(

@@ -630,6 +630,32 @@ def test_fencing_a_write_refused_by_a_holder_past_the_idle_timeout_is_a_violatio
             "timeout of 5s") in witness
 
 
+def test_fencing_a_rejection_the_engine_saw_and_the_runtime_hid_is_a_violation() -> None:
+    """A runtime that reports its log's appends reports its rejections too; one that reports
+    no appends is not asked to."""
+    def history(appends: bool, reported: str | None) -> History:
+        h = History()
+        _assign(h, 0, 1, "h1", "a1")
+        if appends:
+            _append(h, 1, 1, 1, "p1")
+        h.add("attempt.failed", "event", time=5, invocation="inv1", host="h1",
+              data={"attempt": 1, "error": "TransactionAborted: idle too long"})
+        h.add("attempt.failed", "event", time=6, invocation="inv1", host="h1",
+              data={"attempt": 2, "error": "ProviderError: 500"})  # not the log's
+        if reported is not None:
+            ob(h, "threadlog.rejected", 5, "r1", {"reason": reported}, session="s1", epoch=1)
+        ev(h, "run.end", 200)
+        _committed(h, 200, [(1, 1, "h1")] if appends else [])
+        return h
+
+    passing(Fencing().check(history(True, "TransactionAborted"), CONFIG))
+    passing(Fencing().check(history(False, None), CONFIG))
+    witness = failing(Fencing().check(history(True, "StaleEpoch"), CONFIG))
+    assert ("an attempt failed at t=5s on a thread-log rejection (TransactionAborted), and the "
+            "runtime, which reports its log's appends, reported no TransactionAborted "
+            "rejection") in witness
+
+
 def test_fencing_stale_write_that_landed_is_a_violation() -> None:
     h = History()
     _assign(h, 0, 1, "h1", "a1")

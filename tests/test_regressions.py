@@ -272,3 +272,19 @@ def test_a_cancelled_call_in_the_background_closes_its_card_with_its_result(
     [end] = history.of_kind("run.end")
     assert end.time < 2 * 86400  # judged before the call's expiry could close the card
     assert end.data["cards"]["s1.turn1.t1"] == "cancelled"
+
+
+def test_a_writer_waits_out_a_paused_holder_and_reports_each_refusal(tmp_path: Path) -> None:
+    """The re-run's host holds the control row, paused; the next turn is refused the row
+    (a lock timeout, reported with the holder's since and the idle bound) until the holder
+    has been idle past the bound, then takes it; the paused re-run's commit is aborted."""
+    _, history = _run("70-a-writer-waits-out-a-paused-holder-of-the-control-row.toml", tmp_path)
+    refused = [r for r in history.of_kind("threadlog.rejected")
+               if r.data["reason"] == "LockTimeout"]
+    assert refused and all(r.data["held_since"] == 600.0 and r.data["idle_timeout"] == 5.0
+                           and r.time - 600.0 <= 5.0 for r in refused)
+    taken = next(r for r in history.of_kind("threadlog.assigned")
+                 if r.index > refused[-1].index)
+    assert taken.epoch == 3 and 605.0 <= taken.time < 700  # once the holder was past the bound
+    assert any(r.data["reason"] == "TransactionAborted"
+               for r in history.of_kind("threadlog.rejected"))

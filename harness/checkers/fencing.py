@@ -14,7 +14,12 @@ Rejected appends (`threadlog.rejected`) are the fence working, not a violation, 
 exception: a lock timeout (`LockTimeout`) whose store says the holder had held the control
 row (`held_since`) for longer than its idle-in-transaction timeout (`idle_timeout`). The database
 ends a transaction idle that long (a host paused while it held the row), so the fence's other
-half failed: the session's writes waited on a paused host for as long as it was away. A stale-epoch
+half failed: the session's writes waited on a paused host for as long as it was away.
+
+A runtime that reports its log's appends (`threadlog.appended`) reports its rejections too:
+an attempt the engine saw fail on a rejection (`attempt.failed` whose error names
+`StaleEpoch`, `TransactionAborted` or `LockTimeout`; the simulator records it) of a kind the
+runtime never reported hid the fence at work. A stale-epoch
 rejection that names whom the fence found in the writer's place (`current_epoch`,
 `current_owner`) tells the truth: an epoch assigned in the run (to that owner), which is not
 the writer's own. A rejection naming the writer itself refused the thread's owner; one naming
@@ -24,7 +29,7 @@ no epoch, or one never assigned, sends whoever reads it after a thread that does
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, final
+from typing import Any, Final, final
 
 from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import Dedup, at, attr, guarded
@@ -33,8 +38,11 @@ from harness.history import History, Record
 
 _KINDS = frozenset(
     {"threadlog.assigned", "threadlog.appended", "threadlog.rejected", "threadlog.committed",
-     "threadlog.owner"}
+     "threadlog.owner", "attempt.failed"}
 )
+# The thread log's rejections (contract.threadlog), as an engine names the error an attempt
+# failed on (`attempt.failed` `error`, "Type: message").
+_REJECTIONS: Final = ("StaleEpoch", "TransactionAborted", "LockTimeout")
 
 
 @dataclass(slots=True)
@@ -74,10 +82,19 @@ class Fencing:
         dedup = Dedup()
         violations: list[Violation] = []
         appended = rejected = committed = 0
+        failed_on: dict[str, Record] = {}  # rejection -> first attempt the engine saw fail on it
+        reported: set[str] = set()  # rejections the runtime reported
         for r in history.records:
             kind = r.kind
             if kind not in _KINDS or not dedup.fresh(r):
                 continue
+            if kind == "attempt.failed":
+                reason = str(r.data.get("error", "")).split(":", 1)[0]
+                if reason in _REJECTIONS:
+                    failed_on.setdefault(reason, r)
+                continue
+            if kind == "threadlog.rejected":
+                reported.add(str(r.data.get("reason")))
             sid = attr(r, "session")
             if sid is None:
                 continue
@@ -142,6 +159,8 @@ class Fencing:
         for sid, t in threads.items():
             violations.extend(_check_log(sid, t))
             violations.extend(_check_rejections(sid, t))
+        if appended:
+            violations.extend(_unreported(failed_on, reported))
 
         reassigned = sum(1 for t in threads.values() if len(t.assigned) > 1)
         reached = reassigned > 0 or rejected > 0 or bool(violations)
@@ -151,6 +170,18 @@ class Fencing:
             stats={"appended": float(appended), "rejected": float(rejected),
                    "committed": float(committed), "reassigned_threads": float(reassigned)},
         )
+
+
+def _unreported(failed_on: dict[str, Record], reported: set[str]) -> list[Violation]:
+    """A runtime that reports its thread log's appends reports its rejections too: the fence
+    at work is seen only through them (the report's timeline, and the rules above). One the
+    engine saw an attempt fail on, of a kind the runtime never reported, was hidden."""
+    return [Violation(
+        f"an attempt failed at {at(r.time)} on a thread-log rejection ({reason}), and the "
+        f"runtime, which reports its log's appends, reported no {reason} rejection: "
+        f"{r.describe()}",
+        cite((r,)),
+    ) for reason, r in sorted(failed_on.items()) if reason not in reported]
 
 
 def _held_past_idle(sid: str, r: Record, latency: float) -> list[Violation]:
