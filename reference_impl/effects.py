@@ -85,18 +85,6 @@ PENDING_END_WAIT: Final = HandlerRef(PENDING, "endWait")
 # --------------------------------------------------------------------------- keys
 
 
-def _rejection_facts(err: Exception) -> dict[str, Any]:
-    """What a rejected append's report says beyond its reason, so its truth can be judged:
-    whom the fence found in the writer's place (a stale epoch), or since when the row's
-    holder held it and the bound after which the database ends an idle holder (a lock
-    timeout, when the store knows them)."""
-    if isinstance(err, StaleEpoch):
-        return {"current_epoch": err.current_epoch, "current_owner": err.current_owner}
-    if isinstance(err, LockTimeout) and err.held_since is not None:
-        return {"held_since": err.held_since, "idle_timeout": err.idle_timeout}
-    return {}
-
-
 def model_key(turn: str, step: int) -> str:
     """The provider bills once per key: a retried step must reuse the key of its first try."""
     return f"model:{turn}:{step}"
@@ -235,6 +223,18 @@ async def observe(ctx: Context, ports: Ports, step: str, *events: Event) -> None
 
 # Tool results that do not end a tool call (its real result still comes).
 NOT_FINAL: Final = frozenset({"background", "held"})
+
+
+def _rejection_facts(err: Exception) -> dict[str, Any]:
+    """What a rejected append's report says beyond its reason, so its truth can be judged:
+    whom the fence found in the writer's place (a stale epoch), or since when the row's
+    holder held it and the bound after which the database ends an idle holder (a lock
+    timeout, when the store knows them)."""
+    if isinstance(err, StaleEpoch):
+        return {"current_epoch": err.current_epoch, "current_owner": err.current_owner}
+    if isinstance(err, LockTimeout) and err.held_since is not None:
+        return {"held_since": err.held_since, "idle_timeout": err.idle_timeout}
+    return {}
 
 
 class SessionLog:

@@ -10,20 +10,23 @@ Two sources, checked against each other:
   log (an older epoch after a newer one is a stale write that landed), every epoch was
   assigned, to the owner that wrote under it, and every accepted append is there unchanged.
 
-Rejected appends (`threadlog.rejected`) are the fence working, not a violation, with one
-exception: a lock timeout (`LockTimeout`) whose store says the holder had held the control
-row (`held_since`) for longer than its idle-in-transaction timeout (`idle_timeout`). The database
-ends a transaction idle that long (a host paused while it held the row), so the fence's other
-half failed: the session's writes waited on a paused host for as long as it was away.
-
-A runtime that reports its log's appends (`threadlog.appended`) reports its rejections too:
-an attempt the engine saw fail on a rejection (`attempt.failed` whose error names
-`StaleEpoch`, `TransactionAborted` or `LockTimeout`; the simulator records it) of a kind the
-runtime never reported hid the fence at work. A stale-epoch
+Rejected appends (`threadlog.rejected`) are the fence working, not a violation. A stale-epoch
 rejection that names whom the fence found in the writer's place (`current_epoch`,
 `current_owner`) tells the truth: an epoch assigned in the run (to that owner), which is not
 the writer's own. A rejection naming the writer itself refused the thread's owner; one naming
 no epoch, or one never assigned, sends whoever reads it after a thread that does not exist.
+
+A lock timeout (`LockTimeout`, of an append or of taking ownership) whose store says the holder
+had held the control row (`held_since`) for longer than its idle-in-transaction timeout
+(`idle_timeout`) is a violation: the database ends a transaction idle that long (a host paused
+while it held the row), so the fence's other half failed, and the session's writes waited on a
+paused host for as long as it was away. Every refusal is judged, retries included (they share
+an event id).
+
+A runtime that reports its log's appends (`threadlog.appended`) reports its rejections too:
+an attempt the engine saw fail on a rejection (`attempt.failed` whose error names
+`StaleEpoch`, `TransactionAborted` or `LockTimeout`; the simulator records it) of a kind the
+runtime never reported hid the fence at work.
 """
 
 from __future__ import annotations
@@ -84,8 +87,15 @@ class Fencing:
         appended = rejected = committed = 0
         failed_on: dict[str, Record] = {}  # rejection -> first attempt the engine saw fail on it
         reported: set[str] = set()  # rejections the runtime reported
+        past_idle: dict[str, Violation] = {}  # session -> its first refusal past the idle bound
         for r in history.records:
             kind = r.kind
+            if kind == "threadlog.rejected" and r.data.get("reason") == "LockTimeout":
+                # Before dedup: a refused writer's retries report under one event id, and a
+                # later one may be the refusal past the bound.
+                found = _held_past_idle(r, config.latency)
+                if found is not None and r.session:
+                    past_idle.setdefault(r.session, found)
             if kind not in _KINDS or not dedup.fresh(r):
                 continue
             if kind == "attempt.failed":
@@ -145,8 +155,6 @@ class Fencing:
                 rejected += 1
                 if r.data.get("reason") == "StaleEpoch" and "current_epoch" in r.data:
                     t.stale.append(r)
-                elif r.data.get("reason") == "LockTimeout":
-                    violations.extend(_held_past_idle(sid, r, config.latency))
             elif kind == "threadlog.committed":
                 seq = _int(attr(r, "seq"))
                 if seq is None or epoch is None:
@@ -159,6 +167,7 @@ class Fencing:
         for sid, t in threads.items():
             violations.extend(_check_log(sid, t))
             violations.extend(_check_rejections(sid, t))
+        violations.extend(past_idle[sid] for sid in sorted(past_idle))
         if appended:
             violations.extend(_unreported(failed_on, reported))
 
@@ -184,24 +193,24 @@ def _unreported(failed_on: dict[str, Record], reported: set[str]) -> list[Violat
     ) for reason, r in sorted(failed_on.items()) if reason not in reported]
 
 
-def _held_past_idle(sid: str, r: Record, latency: float) -> list[Violation]:
+def _held_past_idle(r: Record, latency: float) -> Violation | None:
     """A writer refused the control row by a holder the database should have ended: one
     idle in its transaction for longer than the store's `idle_timeout`. The store says since
     when the holder held the row (`held_since`) and the bound (`idle_timeout`)."""
     since, bound = r.data.get("held_since"), r.data.get("idle_timeout")
     if not isinstance(since, (int, float)) or not isinstance(bound, (int, float)):
-        return []  # a store that does not know (PostgreSQL does not say who holds the row)
+        return None  # a store that does not know (PostgreSQL does not say who holds the row)
     held = r.time - float(since)
     if held <= float(bound) + latency:
-        return []  # PostgreSQL ends a transaction idle *longer* than the bound
-    return [Violation(
-        f"session {sid}: a write was refused the control row at {at(r.time)} by a "
+        return None  # PostgreSQL ends a transaction idle *longer* than the bound
+    return Violation(
+        f"session {r.session}: a write was refused the control row at {at(r.time)} by a "
         f"transaction holding it since {at(float(since))} ({held:g}s), longer than the "
         f"store's idle-in-transaction timeout of {float(bound):g}s: the database ends such "
         "a holder (a paused host), and the session's writes waited on it instead: "
         f"{r.describe()}",
         cite((r,)),
-    )]
+    )
 
 
 def _before_takeover(t: _Thread, epoch: int, seq: int) -> bool:
