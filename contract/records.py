@@ -28,6 +28,7 @@ from types import MappingProxyType
 from typing import Final, Literal
 
 from contract import services
+from contract.threadlog import REJECTIONS
 
 __all__ = [
     "FIELDS",
@@ -152,6 +153,7 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "idle_timeout": "seconds after which the store's database ends a transaction idle holding "
                     "the control row (a LockTimeout rejection, when the store knows it)",
     "detail": "the error's words",
+    "error_type": "the class name of the error an attempt failed on (e.g. StaleEpoch)",
     "on": "what a suspended invocation waits on",
     "caller": "the invocation that made the call",
     "superseded_at": "when the deployment was superseded (scenario seconds)",
@@ -277,7 +279,7 @@ _KINDS: Final = (
          "`epoch` then)", ("session", "reason"),
          ("epoch", "owner", "entry", "detail", "stale", "current_epoch", "current_owner",
           "held_since", "idle_timeout", *_OBS),
-         (("reason", ("StaleEpoch", "TransactionAborted", "LockTimeout")),),
+         (("reason", REJECTIONS),),
          open_values=True, mark="append rejected"),
     # -- the engine (the simulator, or an observer of a real engine)
     Kind("deployment.registered", "engine", "a deployment (version of the code) is registered",
@@ -312,7 +314,7 @@ _KINDS: Final = (
     Kind("attempt.fenced", "engine", "a stale attempt was fenced off by the engine",
          ("invocation",), ("host", "deployment", "attempt"), mark="attempt fenced"),
     Kind("attempt.failed", "engine", "an attempt failed and will be retried",
-         ("invocation",), ("host", "deployment", "attempt", "error", "stale"),
+         ("invocation",), ("host", "deployment", "attempt", "error", "error_type", "stale"),
          mark="attempt failed"),
     Kind("journal.entry", "engine", "an entry was added to an invocation's journal",
          ("invocation",), ("host", "index", "name", "entry")),
@@ -603,7 +605,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
                                 "current_owner", "held_since", "idle_timeout")),
         ("threadlog.committed", ("session", "epoch", "seq", "owner")),
         ("threadlog.owner", ("session", "epoch", "owner")),
-        ("attempt.failed", ("error",)),
+        ("attempt.failed", ("error_type",)),
         *_EVERY,
     ),
     "turn-outcome": _reads(

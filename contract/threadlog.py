@@ -9,9 +9,10 @@ runtime: `reference_impl.threadlog` and `reference_impl.threadlog_pg`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 __all__ = [
+    "REJECTIONS",
     "Assignment",
     "LockTimeout",
     "LogEntry",
@@ -101,6 +102,11 @@ class LockTimeout(ThreadLogError):
 class TransactionAborted(ThreadLogError):
     """The database ended the transaction (e.g. idle in transaction too long); nothing of it
     was committed."""
+
+
+# The rejections a store raises, by name: the reason of a `threadlog.rejected` report, and what
+# an engine names an attempt that failed on one.
+REJECTIONS: Final = (StaleEpoch.__name__, TransactionAborted.__name__, LockTimeout.__name__)
 
 
 class ThreadLogStore(Protocol):

@@ -639,9 +639,11 @@ def test_fencing_a_rejection_the_engine_saw_and_the_runtime_hid_is_a_violation()
         if appends:
             _append(h, 1, 1, 1, "p1")
         h.add("attempt.failed", "event", time=5, invocation="inv1", host="h1",
-              data={"attempt": 1, "error": "TransactionAborted: idle too long"})
+              data={"attempt": 1, "error": "TransactionAborted: idle too long",
+                    "error_type": "TransactionAborted"})
         h.add("attempt.failed", "event", time=6, invocation="inv1", host="h1",
-              data={"attempt": 2, "error": "ProviderError: 500"})  # not the log's
+              data={"attempt": 2, "error": "ProviderError: 500",
+                    "error_type": "ProviderError"})  # not the log's
         if reported is not None:
             ob(h, "threadlog.rejected", 5, "r1", {"reason": reported}, session="s1", epoch=1)
         ev(h, "run.end", 200)

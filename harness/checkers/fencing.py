@@ -24,7 +24,7 @@ paused host for as long as it was away. Every refusal is judged, retries include
 an event id).
 
 A runtime that reports its log's appends (`threadlog.appended`) reports its rejections too:
-an attempt the engine saw fail on a rejection (`attempt.failed` whose error names
+an attempt the engine saw fail on a rejection (`attempt.failed` whose `error_type` is
 `StaleEpoch`, `TransactionAborted` or `LockTimeout`; the simulator records it) of a kind the
 runtime never reported hid the fence at work.
 """
@@ -32,9 +32,10 @@ runtime never reported hid the fence at work.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final, final
+from typing import Any, final
 
 from contract.records import JUDGED_ON, Reading
+from contract.threadlog import REJECTIONS
 from harness.checkers._common import Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record
@@ -43,9 +44,6 @@ _KINDS = frozenset(
     {"threadlog.assigned", "threadlog.appended", "threadlog.rejected", "threadlog.committed",
      "threadlog.owner", "attempt.failed"}
 )
-# The thread log's rejections (contract.threadlog), as an engine names the error an attempt
-# failed on (`attempt.failed` `error`, "Type: message").
-_REJECTIONS: Final = ("StaleEpoch", "TransactionAborted", "LockTimeout")
 
 
 @dataclass(slots=True)
@@ -99,9 +97,9 @@ class Fencing:
             if kind not in _KINDS or not dedup.fresh(r):
                 continue
             if kind == "attempt.failed":
-                reason = str(r.data.get("error", "")).split(":", 1)[0]
-                if reason in _REJECTIONS:
-                    failed_on.setdefault(reason, r)
+                reason = r.data.get("error_type")
+                if reason in REJECTIONS:
+                    failed_on.setdefault(str(reason), r)
                 continue
             if kind == "threadlog.rejected":
                 reported.add(str(r.data.get("reason")))

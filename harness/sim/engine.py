@@ -705,7 +705,7 @@ class Simulator:
         self._add("attempt.failed", invocation=inv.id, host=att.host.id,
                      deployment=att.host.deployment.id,
                      data={"attempt": att.number, "error": f"{type(err).__name__}: {err}",
-                           "stale": stale})
+                           "error_type": type(err).__name__, "stale": stale})
         if stale:
             return
         inv.attempt = None

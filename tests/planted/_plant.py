@@ -170,3 +170,16 @@ def with_ctx(proxy: Callable[[Context], Any]) -> Callable[[HandlerFn], HandlerFn
         return handler
 
     return wrap
+
+
+def store_seen_as(store: Any, view: type, planted_in: str) -> Any:
+    """The same in-memory thread log (same state) seen through `view`, a subclass of
+    `InMemoryThreadLogStore` that plants a store's bug; `planted_in` names the bug for the
+    error when the run's store is another."""
+    from reference_impl.threadlog import InMemoryThreadLogStore
+
+    if not isinstance(store, InMemoryThreadLogStore):
+        raise TypeError(f"{planted_in} plants its bug in InMemoryThreadLogStore, not {store!r}")
+    seen = object.__new__(view)
+    seen.__dict__ = store.__dict__
+    return seen

@@ -17,7 +17,8 @@ from contract.ports import Ports
 from contract.threadlog import LockTimeout
 from harness.adapters.sim import SimAdapter
 from reference_impl.app import build_app
-from reference_impl.threadlog import InMemoryThreadLogStore
+from reference_impl.threadlog import InMemoryThreadLogStore, _Transaction
+from tests.planted._plant import store_seen_as
 
 INVARIANT = "fencing"
 
@@ -25,42 +26,24 @@ INVARIANT = "fencing"
 class _PatientStore(InMemoryThreadLogStore):
     """`InMemoryThreadLogStore._lock` with the idle test reversed, nothing else changed."""
 
-    def _lock(self, thread: Any, thread_id: str) -> Any:
+    def _lock(self, thread: Any, thread_id: str) -> _Transaction:
         holder = thread.holder
         if holder is not None:
-            if self._expired(holder):  # the bug: the reference ends this holder
+            if self._expired(holder):  # the bug: the reference ends this holder, not the writer
                 raise LockTimeout(
                     f"control row of thread {thread_id!r} is held by another transaction "
                     f"since t={holder.locked_at}",
                     held_since=holder.locked_at, idle_timeout=self._idle_timeout,
                 )
             holder.terminated = True
-        return super()._lock(_Free(thread), thread_id)
-
-
-class _Free:
-    """The thread as `_lock` sees it once its holder was dealt with: the row is taken over."""
-
-    def __init__(self, thread: Any) -> None:
-        self.__dict__["_thread"] = thread
-
-    def __getattr__(self, name: str) -> Any:
-        return None if name == "holder" else getattr(self._thread, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._thread, name, value)
-
-
-def _patient(store: Any) -> Any:
-    if not isinstance(store, InMemoryThreadLogStore):
-        raise TypeError(f"{__name__} plants its bug in InMemoryThreadLogStore, not {store!r}")
-    view = object.__new__(_PatientStore)
-    view.__dict__ = store.__dict__
-    return view
+        txn = _Transaction(thread_id, locked_at=self._now())
+        thread.holder = txn
+        return txn
 
 
 def build(ports: Ports, version: str = "v1") -> App:
-    return build_app(replace(ports, threadlog=_patient(ports.threadlog)), version)
+    store = store_seen_as(ports.threadlog, _PatientStore, __name__)
+    return build_app(replace(ports, threadlog=store), version)
 
 
 ADAPTER = SimAdapter("planted-idle-holder-waited-for",

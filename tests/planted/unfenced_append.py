@@ -17,6 +17,7 @@ from contract.threadlog import LogEntry, TransactionAborted
 from harness.adapters.sim import SimAdapter
 from reference_impl.app import build_app
 from reference_impl.threadlog import InMemoryThreadLogStore
+from tests.planted._plant import store_seen_as
 
 INVARIANT = "fencing"
 
@@ -43,17 +44,9 @@ class _UnfencedStore(InMemoryThreadLogStore):
             self._unlock(thread, txn)
 
 
-def _unfenced(store: Any) -> Any:
-    if not isinstance(store, InMemoryThreadLogStore):
-        raise TypeError(f"{__name__} plants its bug in InMemoryThreadLogStore, not {store!r}")
-    # The same database (same state), seen through the append without the check.
-    view = object.__new__(_UnfencedStore)
-    view.__dict__ = store.__dict__
-    return view
-
-
 def build(ports: Ports, version: str = "v1") -> App:
-    return build_app(replace(ports, threadlog=_unfenced(ports.threadlog)), version)
+    store = store_seen_as(ports.threadlog, _UnfencedStore, __name__)
+    return build_app(replace(ports, threadlog=store), version)
 
 
 ADAPTER = SimAdapter("planted-unfenced-append", "thread-log append without the epoch check",
