@@ -33,4 +33,5 @@ INVARIANTS: Final[tuple[str, ...]] = (
     "cancel-honored",
     "turn-answered",
     "card-closed",
+    "no-code-error",
 )

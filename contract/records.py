@@ -124,6 +124,8 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
                  "hostile or broken client): sent as is, it must never be applied",
     "cards": "every approval card the world's card service showed, by tool call, with the "
              "outcome it was closed with (null: still open)",
+    "closed_at": "when each closed approval card was closed, by tool call (the card service's "
+                 "clock)",
     "times": "how many times",
     "seconds": "real seconds",
     "replay": "true when the attempt replays a journal (a retry or a move to another host)",
@@ -385,7 +387,7 @@ _KINDS: Final = (
     Kind("fault.redeploy", "runner", "the runner deployed a new version", (),
          ("deployment", "version"), types=("info", "event")),
     Kind("run.end", "runner", "the run ended (with the world's card board, when it showed a "
-         "card)", (), ("cards",)),
+         "card)", (), ("cards", "closed_at")),
     Kind("run.error", "runner", "the run stopped on an error", ("error",)),
     Kind("step.skipped", "runner", "a schedule step not applied: the runtime lacks what it "
          "needs (a capability, a world endpoint, a declared fault point)",
@@ -725,6 +727,12 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("clock.latency", ("seconds",)),
         *_FAULTS,
     ),
+    "no-code-error": _reads(
+        ("invocation.created", ("invocation", "target", "key")),
+        ("attempt.started", ("invocation",)),
+        ("attempt.failed", ("invocation", "error", "error_type")),
+        ("clock.latency", ("seconds",)),
+    ),
     "context-kept": _reads(
         ("effect.delivered", ("effect", "logical", "key", "turn", "asked")),
         ("op.message", ("message_id", "planned")),
@@ -767,6 +775,10 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
     ),
     "cancel-honored": _reads(
         ("op.cancel", ("session",)),
+        ("tool.awaiting", ("tool_call", "turn")),
+        ("tool.handoff", ("tool_call",)),
+        ("turn.waiting", ("tool_call",)),
+        ("turn.held", ("tool_call",)),
         ("op.answer", ("tool_call", "decision")),
         ("tool.intent", ("tool_call",)),
         ("tool.result", ("tool_call", "outcome")),
@@ -774,7 +786,9 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("effect.delivered", ("effect", "logical", "turn")),
         ("turn.started", ("session", "turn")),
         ("turn.ended", ("session", "turn")),
-        *_FAULTS, *_EVERY,
+        ("run.end", ("cards", "closed_at")),
+        ("clock.latency", ("seconds",)),
+        *_FAULTS,
     ),
     "turn-per-message": _reads(
         ("op.message", ("session", "message_id")),

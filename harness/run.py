@@ -158,8 +158,9 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
             if heal is not None:
                 history.add("fault.heal", data={"at": heal})
             runtime.finish()
-            board = _board(runtime)
-            history.add("run.end", data={"cards": board} if board else None)
+            board, closed_at = _board(runtime)
+            history.add("run.end", data={"cards": board, **(
+                {"closed_at": closed_at} if closed_at else {})} if board else None)
     except RunTimeout:
         error = (f"timed out: the run passed its wall-clock limit of {limit:g}s (raise it "
                  "with --run-timeout or the ini key chaos_run_timeout)")
@@ -543,14 +544,18 @@ def _open_cards(runtime: Runtime, session: str, waits: bool, known: bool) -> lis
     return found
 
 
-def _board(runtime: Runtime) -> dict[str, str | None] | None:
+def _board(runtime: Runtime) -> tuple[dict[str, str | None] | None, dict[str, float]]:
     """The world's card board at the run's end (`card-closed` judges it), or None when the
-    runtime's world keeps none (a world of the user's own making)."""
+    runtime's world keeps none (a world of the user's own making), and when each closed card
+    was closed (`cancel-honored`; empty when the world does not say)."""
     try:
-        board = getattr(getattr(runtime.world, "cards", None), "board", None)
-        return board() if callable(board) else None
+        cards = getattr(runtime.world, "cards", None)
+        board, closed_at = getattr(cards, "board", None), getattr(cards, "closed_at", None)
+        if not callable(board):
+            return None, {}
+        return board(), (closed_at() if callable(closed_at) else {})
     except Exception:  # a world the adapter broke: card-closed is then not judged, the run is
-        return None
+        return None, {}
 
 
 def _healed_at(schedule: Schedule) -> float | None:

@@ -67,6 +67,7 @@ class Card:
     tool: str
     shown_at: float
     closed: str | None = None
+    closed_at: float | None = None
 
 
 @dataclass
@@ -376,7 +377,7 @@ class CardBoard:
         card = self.world.cards.get(tool_call)
         if card is None or card.closed is not None:
             return False
-        card.closed = outcome
+        card.closed, card.closed_at = outcome, self.world.now()
         for listener in list(self.listeners):
             listener(card)
         return True
@@ -388,6 +389,12 @@ class CardBoard:
         """Every card shown, by tool call, with the outcome it was closed with (None: open):
         what the person sees at the end of a run (`run.end` carries it; `card-closed`)."""
         return {tc: card.closed for tc, card in sorted(self.world.cards.items())}
+
+    def closed_at(self) -> dict[str, float]:
+        """When each closed card was closed, by tool call (`run.end` `closed_at`: the board
+        keeps whether a card is closed, this keeps when; `cancel-honored`)."""
+        return {tc: card.closed_at for tc, card in sorted(self.world.cards.items())
+                if card.closed_at is not None}
 
 
 class HistoryObserver:

@@ -103,4 +103,6 @@ def test_the_runner_records_the_world_card_board_at_the_end() -> None:
                             checkers=(keep,)))
     assert keep.history is not None
     (end,) = [r for r in keep.history.records if r.kind == "run.end"]
-    assert end.data == {"cards": {"s1.turn1.t1": "expired"}}
+    # Closed by the expiry, eight days after the card showed (its closing time is kept too).
+    assert end.data == {"cards": {"s1.turn1.t1": "expired"},
+                        "closed_at": {"s1.turn1.t1": 2.0 + 8 * 86400}}

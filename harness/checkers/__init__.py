@@ -26,6 +26,7 @@ from harness.checkers.base import (
 from harness.checkers.busy import BusyRule
 from harness.checkers.cancel import CancelHonored
 from harness.checkers.cards import CardClosed
+from harness.checkers.code import NoCodeError
 from harness.checkers.context import ContextKept
 from harness.checkers.done import EffectDone
 from harness.checkers.effects import NoDuplicateEffects
@@ -59,6 +60,7 @@ __all__ = [
     "HoldJustified",
     "Liveness",
     "MessageLogged",
+    "NoCodeError",
     "NoDuplicateEffects",
     "OutcomeJustified",
     "PinningBound",
@@ -96,6 +98,7 @@ ALL: Final[tuple[Checker, ...]] = (
     CancelHonored(),
     TurnAnswered(),
     CardClosed(),
+    NoCodeError(),
 )
 
 

@@ -19,11 +19,21 @@ turn that waits on the person as state is ended by the cancel, and one still wai
 call must not come out of its wait to spend; an approval given before the cancel may still
 run its tool, and so may one of a call the person sent to the background (`tool.background`
 or a placeholder result before the tool ran): they detached it from the turn to have it done.
+
+And a call of the cancelled turn that asked the person (a card, a hold for a confirmation)
+stops asking them: its card is closed once the liveness bound has passed since the cancel (or
+since the call's hold, when the hold came after it) and the faults healed. Every answer to a
+cancelled turn's call changes nothing, so a card left up asks for an answer in vain, for as
+long as the call takes to expire (eight days). Read from the world's card board at the run's
+end (`run.end`: each card's outcome and when it closed); a call the board never showed, or a
+world that keeps no board, is not judged by this clause, and neither is a call the person
+sent to the background (still theirs to approve).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import final
 
 from contract.records import JUDGED_ON, Reading
@@ -73,6 +83,8 @@ class CancelHonored:
         if not cancels:
             return Result(self.name, True, reached=False, note="no turn was cancelled")
         heal = model.healed_at
+        board = _Board.of(history)
+        left: set[str] = set()  # calls found still asking the person after a cancel
         violations: list[Violation] = []
         judged = 0
         for cancel in cancels:
@@ -84,6 +96,8 @@ class CancelHonored:
                                key=lambda r: r.index)
                 violations.extend(_approved_after(model, turn, cancel, detached,
                                                   config.latency))
+                violations.extend(_left_waiting(model, turn, cancel, detached,
+                                                config.liveness_bound, board, left))
                 if len(after) < 2:
                     continue
                 since = "the faults healed at " + at(heal) if heal > cancel.time else \
@@ -130,6 +144,63 @@ def _approved_after(model: RunModel, turn: TurnModel, cancel: Record,
                 f"{cancel.describe()}; {approval.describe()}; {ran[0].describe()}",
                 cite((cancel, approval, ran[0])),
             ))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Board:
+    """The world's card board at the run's end (`run.end`): each card's closing outcome
+    (None: open) and, where the world says, when it closed."""
+
+    cards: Mapping[str, str | None]
+    closed_at: Mapping[str, float]
+
+    @staticmethod
+    def of(history: History) -> _Board | None:
+        for r in history.of_kind("run.end"):
+            cards, times = r.data.get("cards"), r.data.get("closed_at")
+            if isinstance(cards, dict) and cards:
+                return _Board({str(k): None if v is None else str(v) for k, v in cards.items()},
+                              {str(k): float(v) for k, v in (times or {}).items()
+                               if isinstance(v, (int, float))})
+        return None
+
+
+def _left_waiting(model: RunModel, turn: TurnModel, cancel: Record,
+                  detached: dict[str, Record], bound: float, board: _Board | None,
+                  left: set[str]) -> list[Violation]:
+    """A call of `turn` that asked the person and had not ended at the cancel, still asking
+    them once the liveness bound had passed since the cancel (or since the call's hold, when
+    the hold came after it) and the faults healed: its card still open then (the world's card
+    board, which keeps when each card closed; a call with no card there is not judged: its
+    result may wait for the next turn, as the design allows). `left` holds the calls already found (a call is found once, whatever
+    the number of cancels)."""
+    found: list[Violation] = []
+    for call in model.calls.values():
+        if (call.turn != turn.id or not (call.asks or call.holds) or call.id in detached
+                or call.id in left):
+            continue
+        final = call.final
+        if final is not None and final.index < cancel.index:
+            continue  # it had ended: nothing of it was left to stop
+        start = max([cancel.time, *(h.time for h in call.holds)])
+        due = model.due(start, bound)
+        if due is None or due > model.end:
+            continue
+        if board is None or call.id not in board.cards:
+            continue  # no card on the world's board: what the person saw is not known
+        closed, over = board.cards[call.id], board.closed_at.get(call.id)
+        if closed is not None and (over is None or over <= due):
+            continue  # closed by then (or the world did not say when)
+        what = ("its card was still open at the run's end" if closed is None
+                else f"its card closed only at {at(float(over or 0.0))}, {closed}")
+        left.add(call.id)
+        found.append(Violation(
+            f"{call.id} of turn {turn.id} still asked the person when they cancelled the turn "
+            f"at {at(cancel.time)}, and {what}: a cancelled turn's call asked for an answer "
+            f"that could change nothing: {cancel.describe()}",
+            cite(x for x in (cancel, final) if x is not None),
+        ))
     return found
 
 

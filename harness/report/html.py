@@ -94,6 +94,8 @@ DESCRIPTIONS: Final[dict[str, str]] = {
                      "bound), and none spent more model steps than the bound.",
     "card-closed": "A call's approval card closes when the call ends, with its outcome, and "
                    "stays open while the call still waits on the person.",
+    "no-code-error": "No attempt fails on an error of the runtime's own code (a NameError, "
+                     "an AttributeError): attempts fail only on faults and rejections.",
 }
 
 _MAX_VIOLATIONS_SHOWN: Final = 10

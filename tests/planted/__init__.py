@@ -57,6 +57,8 @@ MODULES: tuple[str, ...] = (
     "approval_taken_as_the_deed",
     "background_keeps_its_card",
     "idle_holder_waited_for",
+    "held_call_outlives_a_cancel",
+    "rejection_report_reads_the_wrong_field",
 )
 
 

@@ -7,8 +7,8 @@ process (it is the control of every test) and must stay the reference.
 - `rebind(fn, name=value)`: a copy of one function whose global `name` is `value`.
 - `variant(executor={...}, turn={...})`: a builder of the reference app in which some
   module-level names of `reference_impl.<module>` are replaced. The module's functions (and
-  ChatToolExecutor's methods) are the reference's own code objects, re-created over a private
-  copy of the module's globals; the modules that import from it are re-created the same way
+  the methods of ChatToolExecutor and SessionLog) are the reference's own code objects,
+  re-created over a private copy of the module's globals; the modules that import from it are re-created the same way
   to call those copies. Modules with nothing to change stay the reference's.
 - `replace_handler(app, service, handler, wrap)`: the app with one handler wrapped.
 - `CtxProxy`: a handler's `Context` with some methods overridden (in a subclass).
@@ -92,7 +92,8 @@ _MODULES: dict[str, types.ModuleType] = {
     "pending": pending_module,
     "controller": controller_module,
 }
-_CLASSES: dict[str, tuple[str, ...]] = {"executor": ("ChatToolExecutor",)}
+_CLASSES: dict[str, tuple[str, ...]] = {"executor": ("ChatToolExecutor",),
+                                        "effects": ("SessionLog",)}
 
 
 def variant(**overrides: Mapping[str, Any]) -> AppBuilder:
