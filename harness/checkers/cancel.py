@@ -173,8 +173,8 @@ def _left_waiting(model: RunModel, turn: TurnModel, cancel: Record,
     them once the liveness bound had passed since the cancel (or since the call's hold, when
     the hold came after it) and the faults healed: its card still open then (the world's card
     board, which keeps when each card closed; a call with no card there is not judged: its
-    result may wait for the next turn, as the design allows). `left` holds the calls already found (a call is found once, whatever
-    the number of cancels)."""
+    result may wait for the next turn, as the design allows). `left` holds the calls already
+    found (a call is found once, whatever the number of cancels)."""
     found: list[Violation] = []
     for call in model.calls.values():
         if (call.turn != turn.id or not (call.asks or call.holds) or call.id in detached

@@ -8,8 +8,9 @@ process (it is the control of every test) and must stay the reference.
 - `variant(executor={...}, turn={...})`: a builder of the reference app in which some
   module-level names of `reference_impl.<module>` are replaced. The module's functions (and
   the methods of ChatToolExecutor and SessionLog) are the reference's own code objects,
-  re-created over a private copy of the module's globals; the modules that import from it are re-created the same way
-  to call those copies. Modules with nothing to change stay the reference's.
+  re-created over a private copy of the module's globals; the modules that import from it
+  are re-created the same way to call those copies. Modules with nothing to change stay
+  the reference's.
 - `replace_handler(app, service, handler, wrap)`: the app with one handler wrapped.
 - `CtxProxy`: a handler's `Context` with some methods overridden (in a subclass).
 """
