@@ -34,4 +34,5 @@ INVARIANTS: Final[tuple[str, ...]] = (
     "turn-answered",
     "card-closed",
     "no-code-error",
+    "malformed-refused",
 )

@@ -133,6 +133,8 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "skipped": "true when the runtime could not take the step (it lacks the capability)",
     "decision": "a person's answer to an approval card",
     "error": "what went wrong, in words",
+    "status": "the HTTP status a request was refused with (of a terminal error: its code; of "
+              "a refusal the client saw: the response's)",
     "at": "a time in scenario seconds",
     "id": "the awakeable's id",
     "since": "when the wait began (scenario seconds)",
@@ -307,7 +309,7 @@ _KINDS: Final = (
     Kind("invocation.paused", "engine", "the engine paused the invocation (needs an operator)",
          ("invocation",), ("deployment", "host", "reason")),
     Kind("invocation.completed", "engine", "an invocation completed, however it ended",
-         ("invocation",), ("deployment", "host", "target", "outcome", "error"),
+         ("invocation",), ("deployment", "host", "target", "outcome", "error", "status"),
          types=("ok", "fail", "event")),
     Kind("attempt.started", "engine", "an attempt of an invocation started on a host",
          ("invocation", "deployment"), ("host", "attempt", "replay")),
@@ -726,6 +728,13 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("run.end", ("cards",)),
         ("clock.latency", ("seconds",)),
         *_FAULTS,
+    ),
+    "malformed-refused": _reads(
+        ("op.answer", ("session", "decision", "malformed", "status")),
+        ("op.background", ("session", "malformed", "status")),
+        ("invocation.created", ("invocation",)),
+        ("invocation.completed", ("invocation", "status")),
+        ("clock.latency", ("seconds",)),
     ),
     "no-code-error": _reads(
         ("invocation.created", ("invocation", "target", "key")),

@@ -420,6 +420,8 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
         history.add("op.message", "ok", session=session, data={"message_id": message_id})
     elif action == "answer" and step.get("call") is not None:
         _answer_named(runtime, step, history, messages, notes, number)
+    elif action == "background" and step.get("malformed"):
+        _background_malformed(runtime, step, history, notes, number)
     elif action in ("answer", "background"):
         session = step.get("session")
         # `of`: a request from `session` naming a call of another session (a stranger's).
@@ -511,13 +513,48 @@ def _answer_sent(runtime: Runtime, step: Step, history: History, session: str, t
     except Exception as exc:  # BaseExceptions (the run's timeout, Ctrl-C) go on up
         if step.get("call") is None and not step.get("malformed"):
             raise
-        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        history.add("op.answer", "fail", session=session, turn=turn, tool_call=tool_call,
-                    data={"reason": reason})
-        notes.append(StepNote("refused", number, f"step {number} ({_step_label(step)}) "
-                              f"refused by the runtime: {reason}"))
+        _refused(history, "op.answer", exc, step, notes, number, session=session, turn=turn,
+                 tool_call=tool_call)
         return False
     return True
+
+
+def _background_malformed(runtime: Runtime, step: Step, history: History,
+                          notes: list[StepNote], number: int) -> None:
+    """A background request that names no call (`tool_call` null), as a client that lost the
+    id sends it, whether or not a card is open: the runtime must refuse it, as the client's
+    error, and move nothing. Its refusal by raising is recorded as its `fail`."""
+    session = step.get("session")
+    history.add("op.background", "invoke", session=session, data={"malformed": True})
+    try:
+        runtime.background(session, None)  # type: ignore[attr-defined]
+    except Exception as exc:  # BaseExceptions (the run's timeout, Ctrl-C) go on up
+        _refused(history, "op.background", exc, step, notes, number, session=session)
+        return
+    history.add("op.background", "ok", session=session)
+
+
+def _refused(history: History, kind: str, exc: Exception, step: Step, notes: list[StepNote],
+             number: int, **fields: Any) -> None:
+    """A request the runtime refused by raising: its `fail`, with the error as its reason
+    and the HTTP status the refusal carried, if it says one."""
+    reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    status = status_of(exc)
+    history.add(kind, "fail", **fields,
+                data={"reason": reason, **({"status": status} if status is not None else {})})
+    notes.append(StepNote("refused", number, f"step {number} ({_step_label(step)}) "
+                          f"refused by the runtime: {reason}"))
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status a refusal carries, when it says one: a terminal error's
+    `status_code`, an HTTP client's error's response status."""
+    for owner in (exc, getattr(exc, "response", None)):
+        for name in ("status_code", "status"):
+            value = getattr(owner, name, None)
+            if isinstance(value, int) and not isinstance(value, bool) and 100 <= value < 600:
+                return value
+    return None
 
 
 def _open_cards(runtime: Runtime, session: str, waits: bool, known: bool) -> list[Any]:

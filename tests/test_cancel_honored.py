@@ -196,3 +196,92 @@ def test_an_approval_at_the_instant_of_the_cancel_races_it() -> None:
           data={"event_id": "i1", "run": 1, "tool": "send_email"})
     ended(h, 61, "cancelled")
     assert check(h).valid is True
+
+
+# ---------------------------------------------------------------- a cancelled turn's card
+
+HOUR = 3600.0
+
+
+def _board(h: History, end: float, closed: str | None, at: float | None,
+           call: str = "s1.turn1.t1") -> Result:
+    h.add("run.end", time=end, data={"cards": {call: closed}, **(
+        {"closed_at": {call: at}} if at is not None else {})})
+    return CancelHonored().check(h, CONFIG)
+
+
+def _waiting_then_cancelled(hold_at: float | None = None) -> History:
+    h = History()
+    started(h, 0)
+    step(h, 2, 0)
+    _card(h, 2)
+    cancel(h, 60)
+    ended(h, 302, "cancelled")
+    if hold_at is not None:
+        h.add("turn.held", time=hold_at, session="s1", turn="s1.turn1",
+              tool_call="s1.turn1.t1", data={"event_id": "h1", "run": 1, "tool": "send_email"})
+    return h
+
+
+def test_a_cancelled_turns_card_closed_within_the_bound_passes() -> None:
+    r = _board(_waiting_then_cancelled(), 8 * DAYS, "cancelled", 302)
+    assert r.valid is True, r.witness(limit=3)
+
+
+def test_a_cancelled_turns_card_left_up_until_it_expires_is_a_violation() -> None:
+    h = _waiting_then_cancelled()
+    r = _board(h, 9 * DAYS, "expired", 8 * DAYS + 2)
+    assert r.valid is False
+    assert ("s1.turn1.t1 of turn s1.turn1 still asked the person when they cancelled the turn "
+            "at t=60s, and its card closed only at t=8.00d, expired") in r.witness(limit=1)
+    r = _board(_waiting_then_cancelled(), 2 * DAYS, None, None)
+    assert "its card was still open at the run's end" in r.witness(limit=1)
+
+
+def test_the_bound_runs_from_a_hold_after_the_cancel_and_from_the_heal() -> None:
+    # Held two hours after the cancel, closed half an hour after that: in time (the bound,
+    # an hour, would have passed counted from the cancel); an hour and a half: late.
+    r = _board(_waiting_then_cancelled(hold_at=2 * HOUR), 8 * DAYS, "cancelled", 2.5 * HOUR)
+    assert r.valid is True, r.witness(limit=3)
+    r = _board(_waiting_then_cancelled(hold_at=2 * HOUR), 8 * DAYS, "cancelled", 3.5 * HOUR)
+    assert r.valid is False
+    # A host paused for a day from the cancel: the bound runs from its return.
+    h = _waiting_then_cancelled()
+    h.add("fault.gc-pause", time=60, host="dep1.h1", data={"duration": DAYS})
+    r = _board(h, 8 * DAYS, "cancelled", DAYS + 30 * 60)
+    assert r.valid is True, r.witness(limit=3)
+
+
+def test_not_judged_without_a_board_a_card_a_due_time_or_for_a_call_in_the_background(
+) -> None:
+    # No board (a world of the user's own): not judged, even with no result.
+    assert check(_waiting_then_cancelled()).valid is True
+    # The run ended before the bound had passed.
+    assert _board(_waiting_then_cancelled(), 30 * 60, None, None).valid is True
+    # Sent to the background before the cancel: still the person's to approve.
+    h = History()
+    started(h, 0)
+    step(h, 2, 0)
+    _card(h, 2)
+    h.add("tool.background", time=30, session="s1", turn="s1.turn1", tool_call="s1.turn1.t1",
+          data={"event_id": "b1", "phase": "live"})
+    cancel(h, 60)
+    ended(h, 61, "cancelled")
+    assert _board(h, 8 * DAYS, None, None).valid is True
+    # A call that had ended before the cancel.
+    h = History()
+    started(h, 0)
+    step(h, 2, 0)
+    _card(h, 2)
+    h.add("tool.result", time=30, session="s1", turn="s1.turn1", tool_call="s1.turn1.t1",
+          data={"event_id": "r1", "outcome": "denied"})
+    cancel(h, 60)
+    ended(h, 61, "cancelled")
+    assert _board(h, 8 * DAYS, None, None).valid is True
+
+
+def test_two_cancels_find_a_card_once() -> None:
+    h = _waiting_then_cancelled()
+    cancel(h, 61)
+    r = _board(h, 9 * DAYS, None, None)
+    assert len(r.violations) == 1

@@ -100,7 +100,7 @@ def test_an_unclaimed_violation_is_kept_apart_and_never_fails_the_run(outside: P
         "effect-authorized", "answer-fate", "effect-done", "hold-justified",
         "outcome-justified", "message-logged", "approval-asked", "context-kept",
         "turn-per-message", "background-honored", "cancel-honored", "turn-answered",
-        "card-closed", "no-code-error"}
+        "card-closed", "no-code-error", "malformed-refused"}
 
 
 def test_a_runtime_that_claims_the_busy_rule_and_breaks_it_fails(outside: Path) -> None:
@@ -136,7 +136,7 @@ def test_the_cli_exit_status_follows_the_claims(
             "access-rechecked, conservative-recovery, effect-authorized, answer-fate, "
             "effect-done, hold-justified, outcome-justified, message-logged, "
             "approval-asked, context-kept, turn-per-message, background-honored, "
-            "cancel-honored, turn-answered, card-closed, no-code-error") in out
+            "cancel-honored, turn-answered, card-closed, no-code-error, malformed-refused") in out
     assert "busy-rule (not claimed) would fail in 1 run(s), e.g. new-message-during-" in out
 
     assert main([*args, str(tmp_path / "b"), "--adapter",
@@ -152,7 +152,7 @@ def test_the_cli_exit_status_follows_the_claims(
            "conservative-recovery, effect-authorized, answer-fate, effect-done, " \
            "hold-justified, outcome-justified, message-logged, approval-asked, " \
            "context-kept, turn-per-message, background-honored, cancel-honored, " \
-           "turn-answered, card-closed, no-code-error" in out
+           "turn-answered, card-closed, no-code-error, malformed-refused" in out
 
 
 def test_a_replay_command_keeps_the_invariants_it_was_judged_by(

@@ -34,6 +34,7 @@ from harness.checkers.fencing import Fencing
 from harness.checkers.holds import HoldJustified
 from harness.checkers.justified import OutcomeJustified
 from harness.checkers.liveness import Liveness
+from harness.checkers.malformed import MalformedRefused
 from harness.checkers.messages import TurnPerMessage
 from harness.checkers.pinning import PinningBound
 from harness.checkers.recovery import ConservativeRecovery
@@ -59,6 +60,7 @@ __all__ = [
     "Fencing",
     "HoldJustified",
     "Liveness",
+    "MalformedRefused",
     "MessageLogged",
     "NoCodeError",
     "NoDuplicateEffects",
@@ -99,6 +101,7 @@ ALL: Final[tuple[Checker, ...]] = (
     TurnAnswered(),
     CardClosed(),
     NoCodeError(),
+    MalformedRefused(),
 )
 
 

@@ -96,6 +96,8 @@ DESCRIPTIONS: Final[dict[str, str]] = {
                    "stays open while the call still waits on the person.",
     "no-code-error": "No attempt fails on an error of the runtime's own code (a NameError, "
                      "an AttributeError): attempts fail only on faults and rejections.",
+    "malformed-refused": "A malformed request is refused as the client's error (400 or 422), "
+                         "never as the runtime's failure or a conflict.",
 }
 
 _MAX_VIOLATIONS_SHOWN: Final = 10

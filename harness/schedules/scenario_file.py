@@ -267,9 +267,10 @@ def _step(raw: Any, where: str, index: int) -> Step:
 # call itself (`{turn}.t{k}`), sent whether or not a card is open, as a client that races
 # the card does. `malformed`: an answer whose decision is neither approve nor deny, sent as
 # is, as a hostile or broken client does (the runtime must not apply it); an explicit
-# opt-in, so that a misspelt decision stays an error.
+# opt-in, so that a misspelt decision stays an error. A malformed background request names
+# no call (its `tool_call` is null), as a client that lost the id sends it.
 _WHEN_WRITTEN: Final[dict[str, frozenset[str]]] = {
-    "background": frozenset({"of"}),
+    "background": frozenset({"of", "malformed"}),
     "answer": frozenset({"call", "malformed"}),
 }
 # A tool call id, `{turn}.t{k}`: its turn's id begins with the session's (the reference's
@@ -291,6 +292,11 @@ def _validate(action: str, params: dict[str, Any], where: str, here: str) -> Non
                                 f"{tools!r}", f"use tools from {sorted(DEFAULT_TOOLS)}")
     if action == "answer":
         _answer(params, where, here)
+    if action == "background":
+        _malformed_flag(params, where, here)
+        if params.get("malformed") and "of" in params:
+            raise ScenarioError(where, f"{here}.of", "a malformed background request names "
+                                "no call, so it has no owner", "leave `of` out, or malformed")
     for key in ("session", "host", "user", "tool", "version", "text", "of", "call"):
         if key in params and not isinstance(params[key], str):
             raise ScenarioError(where, f"{here}.{key}", f"expected a string, got "
@@ -300,13 +306,22 @@ def _validate(action: str, params: dict[str, Any], where: str, here: str) -> Non
                             "write times = 1")
 
 
-def _answer(params: dict[str, Any], where: str, here: str) -> None:
-    """An answer's decision, and the fields it holds only when written (`call`,
-    `malformed`)."""
+def _malformed_flag(params: dict[str, Any], where: str, here: str) -> bool:
+    """The step's `malformed` (true or false; false says nothing: the step then reads as
+    without it)."""
     malformed = params.get("malformed", False)
     if not isinstance(malformed, bool):
         raise ScenarioError(where, f"{here}.malformed", f"expected true or false, got "
                             f"{malformed!r}", "write malformed = true")
+    if not malformed:
+        params.pop("malformed", None)
+    return malformed
+
+
+def _answer(params: dict[str, Any], where: str, here: str) -> None:
+    """An answer's decision, and the fields it holds only when written (`call`,
+    `malformed`)."""
+    malformed = _malformed_flag(params, where, here)
     decision = params["decision"]
     if malformed:
         # Any string goes out as is; approve and deny are not malformed, and a runtime that
@@ -321,8 +336,6 @@ def _answer(params: dict[str, Any], where: str, here: str) -> None:
     elif decision not in ("approve", "deny"):
         raise ScenarioError(where, f"{here}.decision", f"unknown decision {decision!r}",
                             "use 'approve' or 'deny' (or malformed = true to send it as is)")
-    if not malformed:
-        params.pop("malformed", None)  # false says nothing: the step reads as without it
     call = params.get("call")
     if call is None or not isinstance(call, str) or not isinstance(params["session"], str):
         return  # a call that is not a string is named by the type check that follows

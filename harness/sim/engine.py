@@ -609,7 +609,7 @@ class Simulator:
         except StopIteration as stop:
             self._finish(att, stop.value, None)
         except TerminalError as err:
-            self._finish(att, None, err.message)
+            self._finish(att, None, err.message, err.status_code)
         except Fenced:
             self._fenced(att)
         except JournalMismatch as err:
@@ -737,7 +737,8 @@ class Simulator:
             self._add("invocation.paused", invocation=inv.id,
                          deployment=att.host.deployment.id, data={"reason": "journal mismatch"})
 
-    def _finish(self, att: Attempt, value: Any, error: str | None) -> None:
+    def _finish(self, att: Attempt, value: Any, error: str | None,
+                status: int | None = None) -> None:
         inv = att.invocation
         self._close(att)
         if inv.attempt is not att:
@@ -752,8 +753,8 @@ class Simulator:
         dep.pinned -= 1
         self._add("invocation.completed", "ok" if error is None else "fail",
                      invocation=inv.id, deployment=dep.id, host=att.host.id,
-                     data={"target": inv.target, "error": error} if error else
-                     {"target": inv.target})
+                     data={"target": inv.target, "error": error, "status": status} if error
+                     else {"target": inv.target})
         if inv.exclusive and inv.key is not None:
             slot = self._slot(inv.service, inv.key)
             slot.holder = None
