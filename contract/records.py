@@ -120,8 +120,9 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "of": "the session that owns the call a request named, when not the session that asked",
     "named": "true when an answer named its tool call itself, whether or not a card was open "
              "(a client that races the card)",
-    "malformed": "true when an answer's decision is neither approve nor deny on purpose (a "
-                 "hostile or broken client): sent as is, it must never be applied",
+    "malformed": "true when a request is malformed on purpose (a hostile or broken client): "
+                 "an answer whose decision is neither approve nor deny, sent as is, must never "
+                 "be applied; a message naming no id, a background request naming no call",
     "cards": "every approval card the world's card service showed, by tool call, with the "
              "outcome it was closed with (null: still open)",
     "closed_at": "when each closed approval card was closed, by tool call (the card service's "
@@ -369,18 +370,18 @@ _KINDS: Final = (
          ("tool",)),
     # -- the runner: operations and faults, the schedule's steps
     Kind("op.message", "runner", "the runner sent a user message (invoke, then ok; the "
-         "invoke names who sent it, `user`)",
-         ("session",), ("message_id", "planned", "user"),
+         "invoke names who sent it, `user`; fail: the runtime refused it by raising)",
+         ("session",), ("message_id", "planned", "user", "malformed", "reason", "status"),
          types=("invoke", "ok", "fail", "info")),
     Kind("op.answer", "runner", "the runner answered the session's open card, or the call "
          "it names (`named`) with or without a card (fail: no card, or the runtime refused it "
          "by raising; `reason` says which)",
          (), ("session", "turn", "tool_call", "decision", "user", "reason", "named",
-              "malformed"),
+              "malformed", "status"),
          (("decision", ("approve", "deny")),), types=("invoke", "ok", "fail", "info")),
     Kind("op.background", "runner", "the runner sent the open tool call to the background "
          "(`session` asked; `of`: the session that owns the call, when another)",
-         ("session",), ("turn", "tool_call", "of", "reason"),
+         ("session",), ("turn", "tool_call", "of", "reason", "malformed", "status"),
          types=("invoke", "ok", "fail", "info")),
     Kind("op.cancel", "runner", "the runner cancelled the session's turn", ("session",),
          types=("invoke", "ok", "fail", "info")),
@@ -730,6 +731,7 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         *_FAULTS,
     ),
     "malformed-refused": _reads(
+        ("op.message", ("session", "malformed", "status")),
         ("op.answer", ("session", "decision", "malformed", "status")),
         ("op.background", ("session", "malformed", "status")),
         ("invocation.created", ("invocation",)),

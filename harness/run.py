@@ -402,7 +402,9 @@ def _apply(runtime: Runtime, step: Step, history: History, skipped: list[Skipped
         history.add("step.skipped", "info", data={"step": number, "action": action,
                                                   "lacks": lacks})
         return
-    if action == "message":
+    if action == "message" and step.get("malformed"):
+        _message_malformed(runtime, step, history, notes, number)
+    elif action == "message":
         session = step.get("session")
         messages[session] = messages.get(session, 0) + 1
         message_id = f"{session}.m{messages[session]}"
@@ -532,6 +534,25 @@ def _background_malformed(runtime: Runtime, step: Step, history: History,
         _refused(history, "op.background", exc, step, notes, number, session=session)
         return
     history.add("op.background", "ok", session=session)
+
+
+def _message_malformed(runtime: Runtime, step: Step, history: History,
+                       notes: list[StepNote], number: int) -> None:
+    """A message with no id (`message_id` null), as a client that lost it sends it: the
+    runtime must refuse it, as the client's error. It is no message of the session's (no
+    `message_id` on its records: no turn is owed to it). Its refusal by raising is recorded
+    as its `fail`."""
+    session = step.get("session")
+    user = step.get("user")
+    history.add("op.message", "invoke", session=session,
+                data={"malformed": True, **({"user": user} if user is not None else {})})
+    try:
+        runtime.send_message(session, {"message_id": None, "text": step.get("text"),
+                                       "user": user, "plan": list(step.get("tools"))})
+    except Exception as exc:  # BaseExceptions (the run's timeout, Ctrl-C) go on up
+        _refused(history, "op.message", exc, step, notes, number, session=session)
+        return
+    history.add("op.message", "ok", session=session)
 
 
 def _refused(history: History, kind: str, exc: Exception, step: Step, notes: list[StepNote],

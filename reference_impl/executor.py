@@ -317,12 +317,15 @@ async def record_result(
                 # this write came first (soak seed 5700000; scenario 59). A cancel ends it.
                 return None
         # A result after a new message ended its turn (an answer's re-run, an expiry days
-        # later): the transcript has moved on, so it is not the tool message of a later turn
-        # (the model would count it as one of that turn's results). An answered one reaches
-        # the agent as a new message (toolFinished), as a background result does. Results
-        # the controller closed are written before the next turn's message, in their place.
-        late = late or (outcome not in CLOSED_BY_CONTROLLER
-                        and await log.turn_moved_on(call.turn))
+        # later, PendingToolCall's write of a cancel that ended a held call): the transcript
+        # has moved on, so it is not the tool message of a later turn (the model would count
+        # it as one of that turn's results). An answered one reaches the agent as a new
+        # message (toolFinished), as a background result does. The next turn writes the
+        # results the controller closed before its own message, in their place: not late.
+        # Until 2026-12-03 a result the controller decided was never checked, and a cancel's
+        # result that PendingToolCall wrote after the next turn's message was counted as one
+        # of that turn's (scenario 72).
+        late = late or await log.turn_moved_on(call.turn)
         await log.append_once(f"result:{tc}:{outcome}", "tool_result", {
             "turn": call.turn, "tool_call": tc, "tool": call.tool, "outcome": outcome,
             "result": result, "background": late,

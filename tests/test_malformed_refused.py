@@ -31,7 +31,7 @@ from tests.planted import load
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSWERS = ROOT / "scenarios" / "58-a-malformed-answer-is-never-applied.toml"
-BACKGROUND = ROOT / "scenarios" / "71-a-background-request-naming-no-call-is-refused.toml"
+BACKGROUND = ROOT / "scenarios" / "71-requests-that-name-no-id-are-refused.toml"
 CONFIG = CheckConfig()
 MESSAGE = '[[step]]\nat = "0s"\ndo = "message"\nsession = "s1"\ntools = ["send_email"]\n'
 ASIDE = '[[step]]\nat = "1m"\ndo = "background"\nsession = "s1"\n'
@@ -127,18 +127,24 @@ def test_the_simulator_records_a_terminal_errors_status_and_the_reference_passes
                            RunOptions(save_history=False, checkers=(keep,)))
     assert outcome.error is None and not outcome.failed
     assert keep.history is not None
-    refusals = [r for r in keep.history.records if r.kind == "invocation.completed"
-                and r.data.get("target") == "Controller/background"]
-    assert [(r.type, r.data["status"]) for r in refusals] == [("fail", 400), ("fail", 400)]
+    refusals = [(r.data["target"], r.type, r.data["status"]) for r in keep.history.records
+                if r.kind == "invocation.completed" and r.type == "fail"]
+    assert refusals == [("Controller/onMessage", "fail", 400),
+                        ("Controller/background", "fail", 400),
+                        ("Controller/background", "fail", 400)]
     result = MalformedRefused().check(keep.history, CONFIG)
-    assert result.valid is True and result.stats == {"malformed": 2.0, "judged": 2.0}
-    # Nothing moved: the call was approved an hour in and sent its email once.
-    assert [r.data["outcome"] for r in keep.history.records
-            if r.kind == "tool.result"] == ["answered"]
+    assert result.valid is True and result.stats == {"malformed": 3.0, "judged": 3.0}
+    # Nothing changed: one turn (none for the message without an id), and the call, approved
+    # an hour in, sent its email once.
+    records = keep.history.records
+    assert [r.turn for r in records if r.kind == "turn.started"] == ["s1.turn1"]
+    assert [r.data["outcome"] for r in records if r.kind == "tool.result"] == ["answered"]
+    assert len([r for r in records if r.kind == "effect.delivered"
+                and r.data["effect"] == "email"]) == 1
 
 
 def test_the_planted_500_is_caught_on_the_malformed_answers() -> None:
-    planted = load("malformed_answer_refused_as_a_failure").ADAPTER
+    planted = load("malformed_requests_refused_as_failures").ADAPTER
     outcome = run_schedule(planted, load_scenario(ANSWERS), RunOptions(save_history=False))
     [result] = [r for r in outcome.results if r.checker == "malformed-refused"]
     assert result.valid is False

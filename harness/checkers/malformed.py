@@ -1,22 +1,22 @@
 """malformed-refused: a malformed request is refused as the client's error.
 
-A broken or hostile client sends requests the runtime's API does not accept: an answer whose
-decision is neither approve nor deny, a background request that names no call (the runner's
-`malformed` steps). Whether such a request may change anything is judged where it would act
-(`answer-fate`: a malformed answer is never applied). This rule judges what the client is
-told: a refusal says the request was wrong, with `400 Bad Request` or `422 Unprocessable
-Content`. Any other status tells the client something false: a 5xx that the runtime failed
-(a client retries it, forever), a 401 or 403 that it lacks a right, a 404 that the session or
-call does not exist, a 409 that it conflicts with the state; and a status outside 4xx is not a
-refusal at all.
+A broken or hostile client sends requests the runtime's API does not accept: a message that
+names no id, an answer whose decision is neither approve nor deny, a background request that
+names no call (the runner's `malformed` steps). Whether such a request may change anything is
+judged where it would act (`answer-fate`: a malformed answer is never applied). This rule
+judges what the client is told: a refusal says the request was wrong, with `400 Bad Request`
+or `422 Unprocessable Content`. Any other status tells the client something false: a 5xx
+that the runtime failed (a client retries it, forever), a 401 or 403 that it lacks a right, a
+404 that the session or call does not exist, a 409 that it conflicts with the state; and a
+status outside 4xx is not a refusal at all.
 
-The status is read where the history has one: the refusal the client saw (`op.answer` or
-`op.background` `fail`, `status`: the runner records the status the adapter's error carried),
-or the request's invocation (an `invocation.created` between the request's `invoke` and its
-`ok`) that failed terminally with a status (`invocation.completed` `fail`, `status`: the
-simulator records a terminal error's code). A refusal with no status anywhere is not judged,
-and neither is a malformed request the runtime accepted (it then answers for what it did with
-it elsewhere).
+The status is read where the history has one: the refusal the client saw (`op.message`,
+`op.answer` or `op.background` `fail`, `status`: the runner records the status the adapter's
+error carried), or the request's invocation (an `invocation.created` between the request's
+`invoke` and its `ok`) that failed terminally with a status (`invocation.completed` `fail`,
+`status`: the simulator records a terminal error's code). A refusal with no status anywhere
+is not judged, and neither is a malformed request the runtime accepted (it then answers for
+what it did with it elsewhere).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from harness.history import History, Record
 
 # What a refusal of a request malformed by its client says: the request was wrong.
 CLIENT_ERROR: Final[frozenset[int]] = frozenset({400, 422})
-_REQUESTS: Final = frozenset({"op.answer", "op.background"})
+_REQUESTS: Final = frozenset({"op.message", "op.answer", "op.background"})
 _DECISIONS: Final = frozenset({"approve", "deny"})
 _KINDS: Final = _REQUESTS | {"invocation.created", "invocation.completed"}
 
@@ -41,8 +41,9 @@ class MalformedRefused:
     # The records (and fields) this checker reads: docs/events.md, from contract.records.
     judged_on: tuple[Reading, ...] = JUDGED_ON["malformed-refused"]
     description: str = (
-        "A malformed request (an answer neither approve nor deny, a background request that "
-        "names no call) is refused as the client's error: 400 or 422, where a status is seen."
+        "A malformed request (a message naming no id, an answer neither approve nor deny, a "
+        "background request naming no call) is refused as the client's error: 400 or 422, "
+        "where a status is seen."
     )
 
     # The record kinds `_check` reads (every other kind it skips): run_checkers gives it
@@ -66,9 +67,10 @@ class MalformedRefused:
             judged += 1
             if status in CLIENT_ERROR:
                 return
-            what = "answer" if request.kind == "op.answer" else "background request"
-            detail = (f" {request.data.get('decision')!r}" if request.kind == "op.answer"
-                      else " naming no call")
+            what, detail = {
+                "op.message": ("message", " naming no id"),
+                "op.answer": ("answer", f" {request.data.get('decision')!r}"),
+            }.get(request.kind, ("background request", " naming no call"))
             violations.append(Violation(
                 f"the malformed {what}{detail} of {request.session} sent at "
                 f"{at(request.time)} was refused with status {status}, not as the client's "

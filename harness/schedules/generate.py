@@ -161,6 +161,8 @@ def generate(seed: int, index: int, size: Size = Size()) -> Schedule:
         steps += [Step(x.at, x.action, tuple((key, renamed.get(key, v))
                                              for key, v in x.params)) for x in opened]
     run_seed = d.integer(0, 2**16)
+    steps += _malformed(Draw(random.Random(f"{schedule_seed(seed, index)}/malformed")),
+                        steps)
     # A stable sort: steps at the same time keep the order drawn (an arm before its message).
     ordered = tuple(sorted(steps, key=lambda s: s.at))
     return Schedule(name=f"generated-{run_seed}", steps=ordered, seed=run_seed,
@@ -171,6 +173,34 @@ def schedules(seed: int, count: int, size: Size = Size(), start: int = 0) -> Ite
     """Schedules `start` .. `start + count - 1` of seed `seed`."""
     for index in range(start, start + count):
         yield generate(seed, index, size)
+
+
+# What a broken or hostile client sends: a message or a background request that names no id,
+# an answer that is neither approve nor deny. MALFORMED_PERCENT of the schedules get one, a
+# little after a message of its session (while a turn of it is likely in progress or
+# waiting), drawn from a stream of its own: the schedule's other steps, its name and its
+# seed are the ones drawn without it. A share above the 30% in which every invariant's window
+# must open (`malformed-refused` opens only where a malformed request was sent).
+MALFORMED_PERCENT = 60
+_MALFORMED_DECISIONS = ("maybe", "Approve", "yes", "")
+
+
+def _malformed(d: Draw, steps: Sequence[Step]) -> list[Step]:
+    messages = [s for s in steps if s.action == "message"]
+    if not messages or d.integer(0, 99) >= MALFORMED_PERCENT:
+        return []
+    after = d.pick(messages)
+    at, session = after.at + d.integer(1, 2 * HOUR), after.get("session")
+    kind = d.pick(("message", "message", "background", "background", "answer"))
+    if kind == "message":
+        params: tuple[tuple[str, object], ...] = (
+            ("session", session), ("text", "m0"), ("tools", []), ("user", "alice"))
+    elif kind == "background":
+        params = (("session", session),)
+    else:
+        params = (("session", session), ("decision", d.pick(_MALFORMED_DECISIONS)),
+                  ("user", "alice"))
+    return [Step(float(at), kind, (*params, ("malformed", True)))]
 
 
 def _fault(d: Draw, at: float, kind: str, session: str) -> tuple[Step, ...]:

@@ -36,10 +36,12 @@ FAULT_ACTIONS: Final = frozenset(FAULTS)
 # The kinds of step a schedule can hold, as the report counts them (`Schedule.step_kinds`):
 # the actions, answers split by what they do to a card (a denial, a second answer right after
 # the first, one after the card's `max_wait`), a message that steers a session whose turn may
-# be waiting, and each fault kind's own (a service fault per service and fault).
+# be waiting, a malformed request of each kind, and each fault kind's own (a service fault
+# per service and fault).
 STEP_KINDS: Final = (
     "message", "message (steer)", "answer (approve)", "answer (deny)", "answer (duplicate)",
-    "answer (late)", "background", "cancel", "revoke", "grant",
+    "answer (late)", "background", "cancel", "revoke", "grant", "message (malformed)",
+    "answer (malformed)", "background (malformed)",
     *(kind for fault in FAULTS.values() for kind in fault.kinds()),
 )
 APPROVAL_TOOLS: Final = ("send_email", "charge_card")
@@ -155,7 +157,9 @@ class Schedule:
         for step in self.steps:
             action = step.action
             session = step.get("session")
-            if action == "message":
+            if step.get("malformed"):
+                kinds.add(f"{action} (malformed)")  # a broken client's: no card, no turn
+            elif action == "message":
                 kinds.add("message (steer)" if session in approval else "message")
                 if any(t in APPROVAL_TOOLS for t in step.get("tools") or ()):
                     approval.add(session)

@@ -268,8 +268,10 @@ def _step(raw: Any, where: str, index: int) -> Step:
 # the card does. `malformed`: an answer whose decision is neither approve nor deny, sent as
 # is, as a hostile or broken client does (the runtime must not apply it); an explicit
 # opt-in, so that a misspelt decision stays an error. A malformed background request names
-# no call (its `tool_call` is null), as a client that lost the id sends it.
+# no call (its `tool_call` is null), and a malformed message no id (its `message_id` is null),
+# as a client that lost the id sends them.
 _WHEN_WRITTEN: Final[dict[str, frozenset[str]]] = {
+    "message": frozenset({"malformed"}),
     "background": frozenset({"of", "malformed"}),
     "answer": frozenset({"call", "malformed"}),
 }
@@ -292,6 +294,10 @@ def _validate(action: str, params: dict[str, Any], where: str, here: str) -> Non
                                 f"{tools!r}", f"use tools from {sorted(DEFAULT_TOOLS)}")
     if action == "answer":
         _answer(params, where, here)
+    if action == "message" and _malformed_flag(params, where, here) and params["tools"]:
+        raise ScenarioError(where, f"{here}.tools", "a malformed message asks for no tools "
+                            "(a runtime that accepts it anyway runs a turn the run does not "
+                            "follow)", "write tools = []")
     if action == "background":
         _malformed_flag(params, where, here)
         if params.get("malformed") and "of" in params:

@@ -59,7 +59,7 @@ MODULES: tuple[str, ...] = (
     "idle_holder_waited_for",
     "held_call_outlives_a_cancel",
     "rejection_report_reads_the_wrong_field",
-    "malformed_answer_refused_as_a_failure",
+    "malformed_requests_refused_as_failures",
 )
 
 
