@@ -35,4 +35,5 @@ INVARIANTS: Final[tuple[str, ...]] = (
     "card-closed",
     "no-code-error",
     "malformed-refused",
+    "result-told",
 )

@@ -738,6 +738,12 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("invocation.completed", ("invocation", "status")),
         ("clock.latency", ("seconds",)),
     ),
+    "result-told": _reads(
+        ("tool.result", ("tool_call", "turn", "outcome")),
+        ("turn.started", ("session", "turn")),
+        ("turn.ended", ("session", "turn")),
+        *_FAULTS, *_EVERY,
+    ),
     "no-code-error": _reads(
         ("invocation.created", ("invocation", "target", "key")),
         ("attempt.started", ("invocation",)),

@@ -57,13 +57,14 @@ def passing(result: Result) -> None:
 # ---------------------------------------------------------------- composition
 
 
-def test_all_lists_the_twenty_three_invariants_in_the_design_order() -> None:
+def test_all_lists_the_twenty_four_invariants_in_the_design_order() -> None:
     assert [c.name for c in ALL] == [
         "no-duplicate-effects", "pinning-bound", "busy-rule", "fencing", "turn-outcome",
         "access-rechecked", "conservative-recovery", "liveness", "effect-authorized",
         "answer-fate", "effect-done", "hold-justified", "outcome-justified", "message-logged",
         "approval-asked", "context-kept", "turn-per-message", "background-honored",
         "cancel-honored", "turn-answered", "card-closed", "no-code-error", "malformed-refused",
+        "result-told",
     ]
     for checker in ALL:
         assert checker.description.endswith(".") and "\n" not in checker.description
@@ -77,7 +78,8 @@ def test_public_surface_is_pinned() -> None:
         "ConservativeRecovery", "EffectAuthorized", "EffectDone", "Fencing", "HoldJustified",
         "Liveness", "MalformedRefused",
         "MessageLogged", "NoCodeError", "NoDuplicateEffects", "OutcomeJustified",
-        "PinningBound", "Result", "TurnAnswered", "TurnOutcome", "TurnPerMessage", "Valid",
+        "PinningBound", "Result", "ResultTold", "TurnAnswered", "TurnOutcome", "TurnPerMessage",
+        "Valid",
         "Violation",
         "by_name", "cite", "run_checkers", "verdict",
     }

@@ -100,7 +100,7 @@ def test_an_unclaimed_violation_is_kept_apart_and_never_fails_the_run(outside: P
         "effect-authorized", "answer-fate", "effect-done", "hold-justified",
         "outcome-justified", "message-logged", "approval-asked", "context-kept",
         "turn-per-message", "background-honored", "cancel-honored", "turn-answered",
-        "card-closed", "no-code-error", "malformed-refused"}
+        "card-closed", "no-code-error", "malformed-refused", "result-told"}
 
 
 def test_a_runtime_that_claims_the_busy_rule_and_breaks_it_fails(outside: Path) -> None:
@@ -136,7 +136,8 @@ def test_the_cli_exit_status_follows_the_claims(
             "access-rechecked, conservative-recovery, effect-authorized, answer-fate, "
             "effect-done, hold-justified, outcome-justified, message-logged, "
             "approval-asked, context-kept, turn-per-message, background-honored, "
-            "cancel-honored, turn-answered, card-closed, no-code-error, malformed-refused") in out
+            "cancel-honored, turn-answered, card-closed, no-code-error, malformed-refused, "
+            "result-told") in out
     assert "busy-rule (not claimed) would fail in 1 run(s), e.g. new-message-during-" in out
 
     assert main([*args, str(tmp_path / "b"), "--adapter",
@@ -152,7 +153,8 @@ def test_the_cli_exit_status_follows_the_claims(
            "conservative-recovery, effect-authorized, answer-fate, effect-done, " \
            "hold-justified, outcome-justified, message-logged, approval-asked, " \
            "context-kept, turn-per-message, background-honored, cancel-honored, " \
-           "turn-answered, card-closed, no-code-error, malformed-refused" in out
+           "turn-answered, card-closed, no-code-error, malformed-refused, " \
+           "result-told" in out
 
 
 def test_a_replay_command_keeps_the_invariants_it_was_judged_by(
@@ -246,8 +248,8 @@ def test_the_plugin_skips_generated_items_of_unclaimed_invariants(
         "--chaos-schedules", "2", "--chaos-seed", "1", "--chaos-report=out", "-rs")
     # The contract, the scenario and the 4 claimed generated items pass; the generated
     # items of the 17 unclaimed invariants are skipped with the reason.
-    result.assert_outcomes(passed=6, skipped=19)
-    result.stdout.fnmatch_lines(["SKIPPED [[]19[]] *: not claimed: adapter "
+    result.assert_outcomes(passed=6, skipped=20)
+    result.stdout.fnmatch_lines(["SKIPPED [[]20[]] *: not claimed: adapter "
                                  "lean_runtime:adapter does not claim this invariant*"])
     root = ET.parse(project.path / "out" / "junit.xml").getroot()
     cases = [c for c in root.iter("testcase") if c.get("name") == "busy-rule"]

@@ -38,6 +38,7 @@ from harness.checkers.malformed import MalformedRefused
 from harness.checkers.messages import TurnPerMessage
 from harness.checkers.pinning import PinningBound
 from harness.checkers.recovery import ConservativeRecovery
+from harness.checkers.told import ResultTold
 from harness.checkers.transcript import MessageLogged
 from harness.checkers.turns import TurnOutcome
 from harness.errors import ConfigError
@@ -67,6 +68,7 @@ __all__ = [
     "OutcomeJustified",
     "PinningBound",
     "Result",
+    "ResultTold",
     "TurnAnswered",
     "TurnOutcome",
     "TurnPerMessage",
@@ -102,6 +104,7 @@ ALL: Final[tuple[Checker, ...]] = (
     CardClosed(),
     NoCodeError(),
     MalformedRefused(),
+    ResultTold(),
 )
 
 

@@ -98,6 +98,8 @@ DESCRIPTIONS: Final[dict[str, str]] = {
                      "an AttributeError): attempts fail only on faults and rejections.",
     "malformed-refused": "A malformed request is refused as the client's error (400 or 422), "
                          "never as the runtime's failure or a conflict.",
+    "result-told": "An approved call that finished after its turn ended starts a new turn: "
+                   "the person is told what was done.",
 }
 
 _MAX_VIOLATIONS_SHOWN: Final = 10

@@ -60,6 +60,7 @@ MODULES: tuple[str, ...] = (
     "held_call_outlives_a_cancel",
     "rejection_report_reads_the_wrong_field",
     "malformed_requests_refused_as_failures",
+    "late_result_kept_from_the_agent",
 )
 
 
