@@ -69,8 +69,12 @@ BAD: list[tuple[str, str, str]] = [
     ("malformed with a decision that is no string", ANSWER + "decision = 1\n"
                                                              "malformed = true\n",
      "field 'step[1].decision': expected a string, got 1"),
-    ("malformed on a message", MESSAGE.replace('"s1"', '"s2"') + "malformed = true\n",
-     "field 'step[1].malformed': 'message' takes no malformed"),
+    ("malformed on a message with tools", MESSAGE.replace('"s1"', '"s2"')
+     + 'tools = ["send_email"]\nmalformed = true\n',
+     "field 'step[1].tools': a malformed message asks for no tools"),
+    ("malformed on a cancel", '[[step]]\nat = "1s"\ndo = "cancel"\nsession = "s1"\n'
+                              "malformed = true\n",
+     "field 'step[1].malformed': 'cancel' takes no malformed"),
 ]
 
 

@@ -46,10 +46,17 @@ def _late_run() -> History:
     answers the message; the run finishes at ten minutes."""
     h = History()
     started(h, 0, "s1.turn1")
+    intent(h, 59)
     ended(h, 60, "s1.turn1", "steered")
     started(h, 60, "s1.turn2")
     ended(h, 62, "s1.turn2")
     return h
+
+
+def intent(h: History, t: float, call: str = "s1.turn1.t1") -> Record:
+    return h.add("tool.intent", time=t, session="s1", turn=call.rsplit(".", 1)[0],
+                 tool_call=call, data={"event_id": f"{call}.intent", "run": 1,
+                                       "tool": "send_email"})
 
 
 def test_a_late_result_that_starts_a_turn_passes() -> None:
@@ -81,6 +88,7 @@ def test_the_bound_runs_from_a_busy_turn_and_a_heal() -> None:
     # Turn 2 waits on the person when the result comes, for a day: the result's turn waits.
     h = History()
     started(h, 0, "s1.turn1")
+    intent(h, 59)
     ended(h, 60, "s1.turn1", "steered")
     started(h, 60, "s1.turn2")
     result(h, 600)
@@ -90,6 +98,7 @@ def test_the_bound_runs_from_a_busy_turn_and_a_heal() -> None:
     # Still waiting at the run's end: not judged.
     h = History()
     started(h, 0, "s1.turn1")
+    intent(h, 59)
     ended(h, 60, "s1.turn1", "steered")
     started(h, 60, "s1.turn2")
     result(h, 600)
@@ -101,6 +110,27 @@ def test_the_bound_runs_from_a_busy_turn_and_a_heal() -> None:
     h.add("fault.gc-pause", time=600, host="dep1.h1", data={"duration": DAYS})
     started(h, DAYS + 30 * 60, "s1.turn3")
     assert check(h).valid is True
+
+
+def test_a_call_sent_to_the_background_before_its_turn_ended_is_judged() -> None:
+    h = History()
+    started(h, 0, "s1.turn1")
+    result(h, 30, "background")
+    ended(h, 32, "s1.turn1")
+    result(h, 600)
+    assert check(h).valid is False
+
+
+def test_a_turn_that_ended_while_its_call_still_waited_is_its_own_design() -> None:
+    # The turn ended at the hand-off (a runtime that runs the tool alone when the answer
+    # comes): the run began after the end, and nothing says the call left the turn.
+    h = History()
+    started(h, 0, "s1.turn1")
+    ended(h, 300, "s1.turn1")
+    intent(h, 3 * DAYS)
+    result(h, 3 * DAYS + 1)
+    r = check(h)
+    assert r.valid is True and not r.reached
 
 
 def test_a_result_inside_its_turn_or_not_answered_or_without_turns_is_not_judged() -> None:

@@ -10,12 +10,16 @@ it, or dropped because its turn is over, leaves the person never told what was d
 name, and every other rule passes: the effect was authorized and happened once.
 
 Judged for a call whose final result is `answered` (its run did what it was asked) recorded
-after its own turn's end (`turn.ended`): a turn of its session must start after that result
-within the liveness bound, counted from the result, from the end of a turn of the session in
-progress then (the result's message waits its turn, behind a person if that turn waits on
-one; one still in progress at the run's end is not judged) and from the heal of the faults. A run
-that ended otherwise (denied, expired, cancelled, held: its effect unknown) is not judged
-here. A runtime that reports no turns is not judged.
+after its own turn's end (`turn.ended`), and that had left its turn before that end: its run
+had begun (an intent) or the person had sent it to the background (a placeholder result). A
+turn that ended while its call still waited on the person (a runtime that ends the turn at
+the hand-off and runs the tool alone when the answer comes) is that runtime's own design.
+Then a turn of its session must start after the result within the liveness bound, counted
+from the result, from the end of a turn of the session in progress then (the result's
+message waits its turn, behind a person if that turn waits on one; one still in progress at
+the run's end is not judged) and from the heal of the faults. A run that ended otherwise
+(denied, expired, cancelled, held: its effect unknown) is not judged here. A runtime that
+reports no turns is not judged.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import final
 from contract.records import JUDGED_ON, Reading
 from harness.checkers._common import at, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
-from harness.checkers.model import model_of
+from harness.checkers.model import ToolCall, model_of
 from harness.history import History
 
 
@@ -56,6 +60,8 @@ class ResultTold:
             if (final is None or str(final.data.get("outcome")) != "answered" or own is None
                     or own.ended is None or own.ended.index > final.index):
                 continue
+            if not _outlived(call, own.ended.index):
+                continue  # its turn ended before the call left it: the turn's own design
             # A turn of the session in progress when the result came keeps the session
             # busy: the result's turn waits its turn (behind a person, for as long as they
             # take), so the bound runs from the end of that turn.
@@ -91,3 +97,15 @@ class ResultTold:
             note="" if judged else "no approved call finished after its turn had ended",
             stats={"judged": float(judged), "unjudged": float(unjudged)},
         )
+
+
+def _outlived(call: ToolCall, ended: int) -> bool:
+    """Whether the call left its turn before the turn ended: its run had begun (an intent:
+    the approval won the call, and a new message or a cancel ended only the turn), or the
+    person had sent it to the background. A turn that ended while its call still waited on
+    the person (a runtime that ends the turn at the hand-off and runs the tool alone when
+    the answer comes) is its runtime's own design, not judged here."""
+    if any(r.index < ended for r in call.intents):
+        return True
+    return any(r.index < ended and str(r.data.get("outcome")) == "background"
+               for r in call.results)

@@ -161,8 +161,12 @@ def generate(seed: int, index: int, size: Size = Size()) -> Schedule:
         steps += [Step(x.at, x.action, tuple((key, renamed.get(key, v))
                                              for key, v in x.params)) for x in opened]
     run_seed = d.integer(0, 2**16)
+    # Steps added after the windows above were fixed, each from a stream of its own: the
+    # schedule's other steps, its name and its seed stay the ones drawn without them (so a
+    # seed's schedules, and their verdicts, compare across the change).
     steps += _malformed(Draw(random.Random(f"{schedule_seed(seed, index)}/malformed")),
                         steps)
+    steps += _outlived(Draw(random.Random(f"{schedule_seed(seed, index)}/outlived")))
     # A stable sort: steps at the same time keep the order drawn (an arm before its message).
     ordered = tuple(sorted(steps, key=lambda s: s.at))
     return Schedule(name=f"generated-{run_seed}", steps=ordered, seed=run_seed,
@@ -201,6 +205,28 @@ def _malformed(d: Draw, steps: Sequence[Step]) -> list[Step]:
         params = (("session", session), ("decision", d.pick(_MALFORMED_DECISIONS)),
                   ("user", "alice"))
     return [Step(float(at), kind, (*params, ("malformed", True)))]
+
+
+# A call that outlives its turn (`result-told`): the person sends it to the background and
+# approves it later, or approves it after the hand-off in the same instant as a new message
+# ends its turn (the approved run may begin first: the approval wins the call, the message
+# ends only the turn). In OUTLIVED_PERCENT of the schedules, in a session of its own.
+OUTLIVED_PERCENT = 40
+
+
+def _outlived(d: Draw) -> list[Step]:
+    if d.integer(0, 99) >= OUTLIVED_PERCENT:
+        return []
+    session, t = "o1", float(d.time())
+    steps = [_message(t, session, [d.pick(_APPROVAL_TOOLS)])]
+    if d.maybe(1):
+        aside = t + d.integer(3, HAND_OFF - 10)
+        steps += [Step(float(aside), "background", (("session", session),)),
+                  _answer(float(aside + d.integer(1, 2 * HOUR)), session)]
+    else:
+        at = float(t + d.integer(HAND_OFF + 60, DAY))
+        steps += [_answer(at, session), _message(at, session, d.tools(1))]
+    return steps
 
 
 def _fault(d: Draw, at: float, kind: str, session: str) -> tuple[Step, ...]:
