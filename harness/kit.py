@@ -339,6 +339,10 @@ class KitRuntime:
         self.clock.sleep_until(until, tick=self._hosts().tick)
 
     def send_message(self, session: str, message: dict[str, Any]) -> None:
+        if not isinstance(message.get("message_id"), str):
+            # A message with no id (a broken client's): refused here, as the runtime's API
+            # would refuse it, before it becomes a turn the kit could not name.
+            raise ValueError(f"a message needs a string message_id, got {message!r}")
         turn = Turn(session, f"{session}.turn{len(self.turns_of(session)) + 1}",
                     str(message["message_id"]), str(message["text"]), str(message["user"]),
                     tuple(message["plan"]), self.timing.real(self.timing.max_wait))

@@ -447,3 +447,22 @@ def test_a_subclass_cancel_reads_the_engine_first() -> None:
     app.cancel("s1")
     assert calls == ["refresh 2", "cancel s1"]
     assert App.cancel.__name__ == "cancel" and "cancel" not in vars(KitRuntime)
+
+
+def test_a_message_with_no_id_is_refused_by_the_kit_before_it_becomes_a_turn(
+        toy: object, tmp_path: Path) -> None:
+    """A broken client's message (`malformed`: no `message_id`) never reaches the user's
+    app: the kit refuses it (the runner records the refusal as the message's `fail`), and the
+    run goes on and is judged."""
+    path = _scenario(tmp_path, "no-id", 'horizon = "10m"\n' + MESSAGE +
+                     '[[step]]\nat = "30s"\ndo = "message"\nsession = "s1"\ntext = "and"\n'
+                     'tools = []\nmalformed = true\n'
+                     '[[step]]\nat = "1m"\ndo = "answer"\nsession = "s1"\n'
+                     'decision = "approve"\n')
+    run, history = _run(toy, path, tmp_path)
+    [refusal] = [r for r in history.of_kind("op.message") if r.type == "fail"]
+    assert refusal.data["reason"].startswith("ValueError: a message needs a string message_id")
+    assert [r.turn for r in history.of_kind("turn.started")] == ["s1.turn1"]
+    verdicts = {r.checker: r for r in run.results}  # type: ignore[attr-defined]
+    assert verdicts["turn-outcome"].valid is True
+    assert verdicts["malformed-refused"].reached is False  # no status: not judged
