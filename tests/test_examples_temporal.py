@@ -148,3 +148,32 @@ def test_an_approval_after_a_cancel_is_refused_by_the_outside_agent_on_temporal(
     [refused] = history.of_kind("answer.refused")
     assert refused.data["reason"] == "ended"
     assert not any(r.data.get("effect") == "email" for r in history.of_kind("effect.delivered"))
+
+
+def test_a_broken_clients_requests_reach_the_outside_agent_on_temporal_and_are_judged(
+        tmp_path: Path) -> None:
+    """The built-in scenario 71 against the Temporal example (an adapter written outside the
+    package, on a real engine): the message with no id is refused before it becomes a
+    workflow (the kit's `ValueError`, the message's `fail`), the background requests are
+    skipped as the example lacks that capability, and the run is judged: the real call is
+    approved and sends one email, and only the example's own pin is found."""
+    from harness import History, RunOptions, load_scenario, run_schedule
+
+    sys.path.insert(0, str(ROOT))
+    from examples.temporal_approval.chaos import adapter
+
+    name = "71-requests-that-name-no-id-are-refused.toml"
+    run = run_schedule(adapter, load_scenario(ROOT / "scenarios" / name),
+                       RunOptions(adapter_spec=ADAPTER, report_dir=tmp_path))
+    assert run.error is None, run.error
+    assert run.history_path is not None
+    history = History.load(run.history_path)
+    [refusal] = [r for r in history.of_kind("op.message") if r.type == "fail"]
+    assert refusal.data["reason"].startswith("ValueError: a message needs a string message_id")
+    assert len(history.of_kind("turn.started")) == 1
+    assert [r.data["action"] for r in history.of_kind("step.skipped")] == ["background"] * 2
+    assert len([r for r in history.of_kind("effect.delivered")
+                if r.data.get("effect") == "email"]) == 1
+    # The example's own defect (it waits in the workflow, never hands off) and nothing else.
+    failed = {r.checker: r.witness(1) for r in run.results if r.valid is False}
+    assert set(failed) == {"pinning-bound"}, failed
