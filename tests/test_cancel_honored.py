@@ -258,26 +258,19 @@ def test_not_judged_without_a_board_a_card_a_due_time_or_for_a_call_in_the_backg
     assert check(_waiting_then_cancelled()).valid is True
     # The run ended before the bound had passed.
     assert _board(_waiting_then_cancelled(), 30 * 60, None, None).valid is True
-    # Sent to the background before the cancel: still the person's to approve.
-    h = History()
-    started(h, 0)
-    step(h, 2, 0)
-    _card(h, 2)
-    h.add("tool.background", time=30, session="s1", turn="s1.turn1", tool_call="s1.turn1.t1",
-          data={"event_id": "b1", "phase": "live"})
-    cancel(h, 60)
-    ended(h, 61, "cancelled")
-    assert _board(h, 8 * DAYS, None, None).valid is True
-    # A call that had ended before the cancel.
-    h = History()
-    started(h, 0)
-    step(h, 2, 0)
-    _card(h, 2)
-    h.add("tool.result", time=30, session="s1", turn="s1.turn1", tool_call="s1.turn1.t1",
-          data={"event_id": "r1", "outcome": "denied"})
-    cancel(h, 60)
-    ended(h, 61, "cancelled")
-    assert _board(h, 8 * DAYS, None, None).valid is True
+    # Sent to the background before the cancel (still the person's to approve), or ended
+    # before it (nothing left to stop).
+    for kind, outcome in (("tool.background", None), ("tool.result", "denied")):
+        h = History()
+        started(h, 0)
+        step(h, 2, 0)
+        _card(h, 2)
+        h.add(kind, time=30, session="s1", turn="s1.turn1", tool_call="s1.turn1.t1",
+              data={"event_id": "x1", **({"phase": "live"} if outcome is None
+                                          else {"outcome": outcome})})
+        cancel(h, 60)
+        ended(h, 61, "cancelled")
+        assert _board(h, 8 * DAYS, None, None).valid is True, kind
 
 
 def test_two_cancels_find_a_card_once() -> None:

@@ -85,24 +85,22 @@ def test_a_late_result_no_turn_tells_is_a_violation() -> None:
 
 
 def test_the_bound_runs_from_a_busy_turn_and_a_heal() -> None:
+    def result_while_turn_2_waits() -> History:
+        h = History()
+        started(h, 0, "s1.turn1")
+        intent(h, 59)
+        ended(h, 60, "s1.turn1", "steered")
+        started(h, 60, "s1.turn2")
+        result(h, 600)
+        return h
+
     # Turn 2 waits on the person when the result comes, for a day: the result's turn waits.
-    h = History()
-    started(h, 0, "s1.turn1")
-    intent(h, 59)
-    ended(h, 60, "s1.turn1", "steered")
-    started(h, 60, "s1.turn2")
-    result(h, 600)
+    h = result_while_turn_2_waits()
     ended(h, DAYS, "s1.turn2")
     started(h, DAYS, "s1.turn3")
     assert check(h).valid is True
     # Still waiting at the run's end: not judged.
-    h = History()
-    started(h, 0, "s1.turn1")
-    intent(h, 59)
-    ended(h, 60, "s1.turn1", "steered")
-    started(h, 60, "s1.turn2")
-    result(h, 600)
-    r = check(h)
+    r = check(result_while_turn_2_waits())
     assert r.valid is True and not r.reached and r.stats["unjudged"] == 1
     # A host paused for a day from the result: the turn may come an hour after it is back.
     h = _late_run()

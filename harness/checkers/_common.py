@@ -52,6 +52,20 @@ class Dedup:
         return True
 
 
+# The two decisions a person's answer may carry; an answer with any other is malformed.
+DECISIONS: Final = frozenset({"approve", "deny"})
+
+
+def malformed_request(request: Record) -> bool:
+    """Whether a request's `invoke` (`op.message`, `op.answer`, `op.background`) is
+    malformed on purpose: it says so (`malformed`), or it is an answer whose decision is
+    neither approve nor deny (an answer that names none reads as an approval)."""
+    if request.data.get("malformed") is True:
+        return True
+    return (request.kind == "op.answer"
+            and str(request.data.get("decision", "approve")) not in DECISIONS)
+
+
 def run_end(history: History) -> float:
     """The time of `run.end`, else of the last record (the run ended when its history did)."""
     end = 0.0

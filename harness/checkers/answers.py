@@ -53,7 +53,15 @@ from __future__ import annotations
 from typing import Final, final
 
 from contract.records import JUDGED_ON, Reading
-from harness.checkers._common import FAULT_KINDS, Dedup, at, attr, guarded
+from harness.checkers._common import (
+    DECISIONS,
+    FAULT_KINDS,
+    Dedup,
+    at,
+    attr,
+    guarded,
+    malformed_request,
+)
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.checkers.model import RunModel, TurnModel, model_of
 from harness.history import History, Record
@@ -68,7 +76,6 @@ _NOT_FINAL: Final = frozenset({"background", "held"})
 # The final outcomes that make each refusal reason true (`already_decided`: any).
 _REASON_OUTCOMES: Final = {"expired": frozenset({"expired"}),
                            "ended": frozenset({"ended_by_message", "cancelled"})}
-_DECISIONS: Final = frozenset({"approve", "deny"})
 _NEEDS_APPROVAL: Final = frozenset(n for n, spec in DEFAULT_TOOLS.items() if spec.needs_approval)
 
 
@@ -139,7 +146,7 @@ class AnswerFate:
             if kind == "op.answer":
                 if r.type == "invoke":
                     pending.setdefault(tc, []).append(r)
-                    if _malformed(r):
+                    if malformed_request(r):
                         malformed.setdefault(tc, []).append(r)
                     else:
                         given_to.setdefault(tc, []).append(r)
@@ -149,12 +156,12 @@ class AnswerFate:
                     sent = pending[tc].pop(0)
                     if r.type == "fail" and sent in given_to.get(tc, ()):
                         given_to[tc].remove(sent)  # refused by an error: never given
-                    if r.type == "ok" and not _malformed(sent):
+                    if r.type == "ok" and not malformed_request(sent):
                         answers.setdefault((tc, _decision(sent)), []).append(r)
                         if sent.data.get("named") is True:
                             named.add(r.index)
             elif kind == "answer.refused":
-                if str(r.data.get("decision", "approve")) not in _DECISIONS:
+                if str(r.data.get("decision", "approve")) not in DECISIONS:
                     continue  # a malformed answer's refusal: fine, and no fate of another
                 fates.setdefault((tc, str(r.data.get("decision", "approve"))), []).append(r)
                 refusals.setdefault(tc, []).append(r)
@@ -192,7 +199,7 @@ class AnswerFate:
             judged += len(given)
         for tc, bad in malformed.items():
             judged += len(bad)
-            applied = _applied_malformed(sorted(given_to.get(tc, []) + bad
+            applied = _appliedmalformed_request(sorted(given_to.get(tc, []) + bad
                                                 + results.get(tc, []), key=lambda x: x.index))
             if applied is not None:
                 answer, result = applied
@@ -238,11 +245,6 @@ def _decision(answer: Record) -> str:
     return str(answer.data.get("decision", "approve"))
 
 
-def _malformed(answer: Record) -> bool:
-    """Whether an `op.answer` invoke is malformed: said so, or neither approve nor deny."""
-    return answer.data.get("malformed") is True or _decision(answer) not in _DECISIONS
-
-
 def _waits_for_answers(model: RunModel, asked: set[str], tc: str) -> bool:
     """Whether the call an answer named (`named`) came and waits for a person's answer: it
     asked them (a card, a hand-off), or it came (the model asked for it, or the runtime
@@ -258,15 +260,15 @@ def _waits_for_answers(model: RunModel, asked: set[str], tc: str) -> bool:
     return came and (call.tool is None or call.tool in _NEEDS_APPROVAL)
 
 
-def _applied_malformed(records: list[Record]) -> tuple[Record, Record] | None:
+def _appliedmalformed_request(records: list[Record]) -> tuple[Record, Record] | None:
     """The first (malformed answer, result) where the result was decided by the answer, in
     the record order of one call's answers and results: a result whose decision has no
     well-formed answer left to account for it, after a malformed answer."""
-    unused = dict.fromkeys(_DECISIONS, 0)
+    unused = dict.fromkeys(DECISIONS, 0)
     last_malformed: Record | None = None
     for r in records:
         if r.kind == "op.answer":
-            if _malformed(r):
+            if malformed_request(r):
                 last_malformed = r
             else:
                 unused[_decision(r)] += 1

@@ -24,14 +24,13 @@ from typing import Final, final
 
 from contract.records import JUDGED_ON, Reading
 from contract.services import fault_named
-from harness.checkers._common import Dedup, at, attr, guarded
+from harness.checkers._common import DECISIONS, Dedup, at, attr, guarded
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record
 from harness.world import DEFAULT_TOOLS
 
 _KINDS: Final = frozenset({"tool.awaiting", "service.fault", "tool.intent", "tool.result",
                            "op.answer"})
-_DECISIONS: Final = ("approve", "deny")
 _NEEDS_APPROVAL: Final = frozenset(n for n, spec in DEFAULT_TOOLS.items() if spec.needs_approval)
 
 
@@ -107,7 +106,7 @@ def _answer_given(r: Record, decisions: list[str]) -> None:
     """Fold one `op.answer` record into the well-formed decisions given to its call."""
     if r.type == "invoke":
         decision = r.data.get("decision")
-        if decision in _DECISIONS and r.data.get("malformed") is not True:
+        if decision in DECISIONS and r.data.get("malformed") is not True:
             decisions.append(str(decision))
         else:
             decisions.append("")  # a malformed answer: a place for its own fail, no word

@@ -24,14 +24,13 @@ from __future__ import annotations
 from typing import Final, final
 
 from contract.records import JUDGED_ON, Reading
-from harness.checkers._common import Dedup, at, guarded
+from harness.checkers._common import Dedup, at, guarded, malformed_request
 from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.history import History, Record
 
 # What a refusal of a request malformed by its client says: the request was wrong.
 CLIENT_ERROR: Final[frozenset[int]] = frozenset({400, 422})
 _REQUESTS: Final = frozenset({"op.message", "op.answer", "op.background"})
-_DECISIONS: Final = frozenset({"approve", "deny"})
 _KINDS: Final = _REQUESTS | {"invocation.created", "invocation.completed"}
 
 
@@ -84,7 +83,7 @@ class MalformedRefused:
             if r.kind in _REQUESTS:
                 key = (r.kind, r.session)
                 if r.type == "invoke":
-                    if _malformed(r):
+                    if malformed_request(r):
                         sent += 1
                         sending[key] = r
                     else:
@@ -107,10 +106,3 @@ class MalformedRefused:
             stats={"malformed": float(sent), "judged": float(judged)},
         )
 
-
-def _malformed(request: Record) -> bool:
-    """Whether a request's `invoke` is malformed: said so, or an answer neither approve nor
-    deny."""
-    if request.data.get("malformed") is True:
-        return True
-    return request.kind == "op.answer" and request.data.get("decision") not in _DECISIONS
