@@ -47,7 +47,7 @@ from harness.effects import EffectsFile, Line, apply_effect
 from harness.errors import ComponentUnavailable, ConfigError
 from harness.observers.base import EngineObserver, InvocationState
 from harness.observers.hosts import POINTS, WorkerHosts
-from harness.scaling import AnchoredScale, Scale, ScaledClock, TimeScale, guarded
+from harness.scaling import TICK, AnchoredScale, Scale, ScaledClock, TimeScale, guarded
 from harness.world import World
 from harness.world_server import WorldServer
 
@@ -239,7 +239,7 @@ class KitRuntime:
             self.hosts = WorkerHosts(self.history, now=self.now, start=self._start_worker,
                                      downtime=0.0, observer=self.observer,
                                      invocation_of=self._invocation_of,
-                                     app_points=self.fault_points)
+                                     app_points=self.fault_points, tick_every=TICK)
             if self.effects_file is not None:
                 self._effects = EffectsFile(self.effects_file, self.effect).start()
             self.observer.start()

@@ -47,6 +47,9 @@ __all__ = ["AnchoredScale", "Scale", "ScaledClock", "TimeScale", "fmt_real", "gu
 _PERF_COUNTER = time.perf_counter
 _SLEEP = time.sleep
 _RESOLUTION = 1e-6  # real seconds
+# Real seconds between two ticks of a real-time run (where crashed hosts restart and paused
+# ones resume): the runner's waits tick this often, and so does WorkerHosts' own thread.
+TICK = 0.05
 
 
 @runtime_checkable
@@ -256,7 +259,7 @@ class ScaledClock:
         return self.scale.scenario(self.real_elapsed())
 
     def sleep_until(self, until: float, *, tick: Callable[[], object] | None = None,
-                    step: float = 0.05) -> None:
+                    step: float = TICK) -> None:
         """Sleep until scenario time `until`, calling `tick()` at least every `step` real
         seconds (where an adapter restarts crashed hosts, resumes paused ones)."""
         if step <= 0:

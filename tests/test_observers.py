@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from harness.checkers.base import CheckConfig
 from harness.checkers.liveness import Liveness
 from harness.checkers.pinning import PinningBound
+from harness.components.net import wait_until
 from harness.components.procs import ProcessGroup
 from harness.history import History
 from harness.observers import (
@@ -273,6 +275,68 @@ def test_worker_hosts_crash_restart_pause_and_fault_points(tmp_path: Path) -> No
     finally:
         hosts.close()
     assert all(not group.alive for _, group in hosts.hosts.values())
+
+
+def test_a_pause_ends_and_a_crash_restarts_on_time_while_the_runner_is_held(
+        tmp_path: Path) -> None:
+    """The runner may sit in an adapter call that cannot return while a worker is stopped (a
+    DBOS client waiting on the SQLite lock the stopped worker holds): with `tick_every`, the
+    hosts' own thread ends the pause and restarts the crashed worker, and nobody calls
+    `tick()` here."""
+    started = time.monotonic()
+    history = History(lambda: time.monotonic() - started)
+
+    def sleeper(dep: str) -> ProcessGroup:
+        return ProcessGroup(["sleep", "600"], name=f"sleep-{dep}", log_dir=tmp_path)
+
+    hosts = WorkerHosts(history, now=lambda: time.monotonic() - started, start=sleeper,
+                        downtime=0.2, observer=_Pinned(history), tick_every=0.02)
+    try:
+        paused, crashed = hosts.add("dep1"), hosts.add("dep2")
+        old = hosts.hosts[crashed][1]
+        hosts.pause(paused, 0.2)
+        hosts.crash(crashed)
+        wait_until(lambda: (history.of_kind("host.resumed") and history.of_kind("host.restarted"))
+                   or None, timeout=30, what="the hosts' own tick")
+        assert not hosts.hosts[paused][1].paused
+        restarted = hosts.hosts[crashed][1]
+        assert restarted.alive and restarted.pid != old.pid
+    finally:
+        hosts.close()
+    # The worker the hosts' thread restarted is stopped by close, with every other.
+    assert all(not group.alive for _, group in hosts.hosts.values())
+
+
+def test_a_worker_that_cannot_restart_in_the_background_fails_the_next_tick(
+        tmp_path: Path) -> None:
+    started = time.monotonic()
+    history = History(lambda: time.monotonic() - started)
+    starts = [0]
+
+    def once(dep: str) -> ProcessGroup:
+        starts[0] += 1
+        if starts[0] > 1:
+            raise RuntimeError("no room for another worker")
+        return ProcessGroup(["sleep", "600"], name=f"sleep-{dep}", log_dir=tmp_path)
+
+    hosts = WorkerHosts(history, now=lambda: time.monotonic() - started, start=once,
+                        downtime=0.0, observer=_Pinned(history), tick_every=0.02)
+    try:
+        hosts.crash(hosts.add("dep1"))
+        # This thread never ticks until the hosts' own thread has tried the restart, so the
+        # error can only reach it through what that thread kept.
+        wait_until(lambda: starts[0] > 1 or None, timeout=30, what="the restart")
+
+        def failing_tick() -> str | None:
+            try:
+                hosts.tick()
+            except RuntimeError as exc:
+                return str(exc)
+            return None
+
+        assert wait_until(failing_tick, timeout=30, what="the tick") == "no room for another worker"
+    finally:
+        hosts.close()
 
 
 class _Blind(Scripted):

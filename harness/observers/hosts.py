@@ -14,7 +14,11 @@ or stops the asking worker's process group while it waits for the answer, so the
 exactly in the app's window, not one observer poll late.
 
 Times are the runtime's clock (schedule seconds); `tick()` (call it from `advance`) restarts
-and resumes what is due.
+and resumes what is due. With `tick_every`, a thread of its own also ticks every that many real
+seconds: a pause ends and a crashed worker comes back on time even while the runner is held in
+an adapter call. A real stall does not wait for the caller either; and a worker stopped while
+it holds a lock (a SQLite write lock, say) would otherwise block the very call that has to
+return before the runner ticks again, until the run's wall-clock limit.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ class WorkerHosts:
                  start: Callable[[str], ProcessGroup], downtime: float,
                  observer: EngineObserver,
                  invocation_of: Callable[[Record], str | None] | None = None,
-                 app_points: tuple[str, ...] = ()) -> None:
+                 app_points: tuple[str, ...] = (), tick_every: float | None = None) -> None:
         self.history, self.now, self.start, self.downtime = history, now, start, downtime
         self.observer = observer
         self.invocation_of = invocation_of or turn_of_delivery
@@ -76,6 +80,25 @@ class WorkerHosts:
         self._at_point: dict[str, list[tuple[str, float]]] = {}  # app point -> (action, ...)
         self._lock = threading.RLock()
         history.subscribe(self._delivered)
+        self._closed = threading.Event()
+        self._ticker: threading.Thread | None = None
+        self._failed: Exception | None = None
+        self._stopping = False
+        if tick_every is not None:
+            self._ticker = threading.Thread(target=self._tick_until_closed, args=(tick_every,),
+                                            name="worker-hosts-tick", daemon=True)
+            self._ticker.start()
+
+    def _tick_until_closed(self, every: float) -> None:
+        while not self._closed.wait(every):
+            try:
+                self._tick()
+            except Exception as exc:  # a worker that cannot restart: the runner's tick says so
+                self._failed = exc
+                break
+        # A worker's death signal follows the thread that started it (PR_SET_PDEATHSIG), so
+        # this thread outlives every worker it restarted: it ends only when the hosts close.
+        self._closed.wait()
 
     def add(self, deployment: str) -> str:
         """Start a worker of `deployment`; returns its host id."""
@@ -167,7 +190,14 @@ class WorkerHosts:
 
     def tick(self) -> None:
         """Restart crashed hosts and resume paused ones whose time has come."""
+        if self._failed is not None:
+            raise self._failed
+        self._tick()
+
+    def _tick(self) -> None:
         with self._lock:
+            if self._stopping:
+                return
             due = [item for item in self._later if item[0] <= self.now()]
             for item in due:
                 self._later.remove(item)
@@ -182,9 +212,13 @@ class WorkerHosts:
 
     def close(self) -> None:
         with self._lock:
+            self._stopping = True  # no restart from here on
             for _, group in self.hosts.values():
                 group.signal(signal.SIGCONT)  # a stopped group cannot act on TERM
                 group.stop()
+        self._closed.set()  # the ticker ends after the workers it may have started
+        if self._ticker is not None and self._ticker is not threading.current_thread():
+            self._ticker.join()
 
     def _delivered(self, r: Record) -> None:
         if r.kind == "effect.delivered":

@@ -88,7 +88,7 @@ class SdkRealRuntime:
                  inactivity_timeout: float = 0.1) -> None:
         from harness.observers import RestateObserver, WorkerHosts
         from harness.observers.hosts import POINTS, turn_of_delivery
-        from harness.scaling import ScaledClock, TimeScale
+        from harness.scaling import TICK, ScaledClock, TimeScale
         from harness.world_server import WorldServer
 
         self.points = tuple(POINTS)
@@ -120,7 +120,7 @@ class SdkRealRuntime:
 
         self.hosts = WorkerHosts(ctx.history, now=self.now, start=self._worker,
                                  downtime=crash_downtime, observer=self.observer,
-                                 invocation_of=invocation_of)
+                                 invocation_of=invocation_of, tick_every=TICK)
         self.observer.start()
         self.deploy("v1")
         self.clock.start()
