@@ -111,6 +111,10 @@ class Handler:
     name: str
     fn: HandlerFn
     kind: Literal["exclusive", "shared"] = "exclusive"
+    # Callable only by the app's own services: the engine's ingress refuses it (Restate's
+    # `ingress_private`). A handler another service calls with a body it built, and that a
+    # client calling it directly could forge (a tool's result, the end of a wait), is private.
+    private: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,6 +94,16 @@ class SimulationError(DurableChaosError):
     """The simulator was driven into a state it cannot represent."""
 
 
+class IngressRefused(DurableChaosError):
+    """The simulator's ingress refused a call from outside, as the real engine's does (a
+    handler private to the app's own services: Restate answers 400, "the invoked service is
+    not public"). The client sees `status_code`."""
+
+    def __init__(self, message: str, status_code: int) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
 class ClockError(SimulationError):
     """A virtual clock was asked to go backwards."""
 

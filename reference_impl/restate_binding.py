@@ -252,14 +252,14 @@ def to_restate(app: App,
         if service.kind == "object":
             obj = restate.VirtualObject(service.name)
             for h in service.handlers:
-                obj.handler(name=h.name, kind=h.kind, input_serde=_JSON,
-                            output_serde=_JSON)(_wrap(h.fn, timers))
+                obj.handler(name=h.name, kind=h.kind, input_serde=_JSON, output_serde=_JSON,
+                            ingress_private=h.private or None)(_wrap(h.fn, timers))
             out.append(obj)
         else:
             svc = restate.Service(service.name)
             for h in service.handlers:
-                svc.handler(name=h.name, input_serde=_JSON,
-                            output_serde=_JSON)(_wrap(h.fn, timers))
+                svc.handler(name=h.name, input_serde=_JSON, output_serde=_JSON,
+                            ingress_private=h.private or None)(_wrap(h.fn, timers))
             out.append(svc)
     return out
 

@@ -10,11 +10,15 @@ instead under CI=true.
 from __future__ import annotations
 
 import tomllib
+from dataclasses import dataclass, field
 
 import pytest
 from restate_fixtures import Capturing, failing, groups_gone, require_real_stack, run, scenario
 
+from harness.adapters.base import RunContext
+from harness.adapters.restate import RestateRuntime
 from harness.checkers.base import CheckConfig
+from harness.components.restate import RestateError
 from harness.schedules.scenario_file import parse_scenario
 
 pytestmark = pytest.mark.real
@@ -40,6 +44,43 @@ def test_reference_on_restate_all_invariants_hold() -> None:
         groups_gone(pgids)
         # Nor are its logs: the run's log directory goes when the run closes.
         assert not runtime.log_dir.exists()
+
+
+@dataclass(frozen=True)
+class _Probing(Capturing):
+    """Before the run, a client calls every handler of the reference directly through
+    Restate's ingress, with an empty body."""
+
+    answers: dict[str, int | str] = field(default_factory=dict)
+
+    def open(self, ctx: RunContext) -> RestateRuntime:
+        runtime = super().open(ctx)
+        for service, handler in (("doTurn", "run"), ("Controller", "toolFinished"),
+                                 ("Controller", "turnDone"), ("PendingToolCall", "endWait"),
+                                 ("PendingToolCall", "startToolWait"),
+                                 ("Controller", "status")):
+            key = None if service == "doTurn" else "s9"
+            try:
+                runtime.restate.admin.send(service, handler, key, {})
+                self.answers[f"{service}/{handler}"] = "accepted"
+            except RestateError as exc:
+                self.answers[f"{service}/{handler}"] = exc.status
+        return runtime
+
+
+def test_the_references_internal_handlers_are_private_on_restate() -> None:
+    """A client that reaches Restate's ingress cannot start a turn past the controller, or
+    forge a tool's result or the end of a wait: Restate refuses those handlers (400) before
+    the reference sees the call; a public one (a status read) is accepted. The run after it
+    holds."""
+    adapter = _Probing()
+    outcome = run(adapter, scenario("01-answered-in-2-minutes.toml", "1h"))
+    assert adapter.answers == {"doTurn/run": 400, "Controller/toolFinished": 400,
+                               "Controller/turnDone": 400, "PendingToolCall/endWait": 400,
+                               "PendingToolCall/startToolWait": 400,
+                               "Controller/status": "accepted"}
+    assert outcome.error is None, outcome.error
+    assert failing(outcome) == {}
 
 
 def test_naive_on_restate_violates_pinning_measured_by_restate() -> None:

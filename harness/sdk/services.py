@@ -58,7 +58,10 @@ def sdk_app(services: Sequence[Any], version: str) -> App:
                 raise SdkCallRefused(
                     f"handler {tag.name}/{name}: context_managers are not supported on the "
                     "simulator")
-            handlers.append(Handler(name, _wrap(handler, tag.kind), _kind(handler)))
+            # Private to the app's own services (the handler's or its service's
+            # `ingress_private`): the simulator's ingress refuses it, as Restate's does.
+            private = bool(handler.ingress_private or getattr(service, "ingress_private", None))
+            handlers.append(Handler(name, _wrap(handler, tag.kind), _kind(handler), private))
         out.append(Service(tag.name, tuple(handlers),
                            "service" if tag.kind == "service" else "object"))
     names = [s.name for s in out]

@@ -42,7 +42,7 @@ from typing import Any, Literal
 from contract import faultpoints
 from contract.binding import App, DurableFuture, HandlerRef, TerminalError
 from harness.clock import VirtualClock, wall_clock_follows
-from harness.errors import JournalMismatch, SimulationError, UsageError
+from harness.errors import IngressRefused, JournalMismatch, SimulationError, UsageError
 from harness.faults import RESTART_AFTER
 from harness.history import History, Record, RecordType
 from harness.sim.model import Attempt, Deployment, Entry, Host, Invocation
@@ -241,7 +241,10 @@ class Simulator:
         key: str | None = None,
         delay: float = 0.0,
     ) -> str:
-        """Start an invocation from outside (ingress); returns its id."""
+        """Start an invocation from outside (ingress); returns its id. A handler private to
+        the app's own services is refused here, before it is an invocation."""
+        if self.latest.app.service(service).handler(handler).private:
+            raise IngressRefused(f"{service}/{handler}: the invoked service is not public", 400)
         inv = self._new_invocation(service, handler, key, arg, None)
         if delay > 0:
             self.clock.call_later(delay, lambda: self._enqueue(inv))
