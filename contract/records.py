@@ -127,6 +127,10 @@ FIELDS: Final[Mapping[str, str]] = MappingProxyType({
              "outcome it was closed with (null: still open)",
     "closed_at": "when each closed approval card was closed, by tool call (the card service's "
                  "clock)",
+    "shown": "what each approval card showed its call would do (the arguments the runtime "
+             "put on it), by tool call, for the cards that showed any",
+    "to": "whom an email was sent to",
+    "amount": "how much a charge was for (cents)",
     "times": "how many times",
     "seconds": "real seconds",
     "replay": "true when the attempt replays a journal (a retry or a move to another host)",
@@ -348,16 +352,18 @@ _KINDS: Final = (
          ("active",), types=("info",)),
     # -- the world
     Kind("effect.attempted", "world", "the world was asked for an effect",
-         (), ("effect", "logical", "key", "session", "turn", "tool_call", "asked"),
+         (), ("effect", "logical", "key", "session", "turn", "tool_call", "asked", "to",
+              "amount"),
          (("effect", EFFECTS),), open_values=True),
     Kind("effect.delivered", "world", "the world delivered an effect (first time for its key; "
          "every time without a key); without `logical` only duplicates under one key are found; "
          "a model reply that calls a tool names the call (`asked`)",
-         (), ("effect", "logical", "key", "session", "turn", "tool_call", "asked"),
+         (), ("effect", "logical", "key", "session", "turn", "tool_call", "asked", "to",
+              "amount"),
          (("effect", EFFECTS),),
          open_values=True),
     Kind("effect.deduplicated", "world", "a retry under a delivered key: nothing delivered",
-         (), ("effect", "logical", "key", "session", "turn", "tool_call"),
+         (), ("effect", "logical", "key", "session", "turn", "tool_call", "to", "amount"),
          (("effect", EFFECTS),), open_values=True),
     Kind("service.fault", "world", "a world service (the provider, email, payments, identity, "
          "cards) failed a call on purpose; an effect it did is recorded as delivered too",
@@ -390,7 +396,7 @@ _KINDS: Final = (
     Kind("fault.redeploy", "runner", "the runner deployed a new version", (),
          ("deployment", "version"), types=("info", "event")),
     Kind("run.end", "runner", "the run ended (with the world's card board, when it showed a "
-         "card)", (), ("cards", "closed_at")),
+         "card)", (), ("cards", "closed_at", "shown")),
     Kind("run.error", "runner", "the run stopped on an error", ("error",)),
     Kind("step.skipped", "runner", "a schedule step not applied: the runtime lacks what it "
          "needs (a capability, a world endpoint, a declared fault point)",
@@ -668,7 +674,8 @@ JUDGED_ON: Final[Mapping[str, tuple[Reading, ...]]] = MappingProxyType({
         ("tool.result", ("tool_call", "outcome")),
         ("turn.held", ("tool_call",)),
         ("tool.intent", ("tool_call",)),
-        ("effect.delivered", ("tool_call", "effect")),
+        ("effect.delivered", ("tool_call", "effect", "to", "amount")),
+        ("run.end", ("shown",)),
         *_EVERY,
     ),
     "answer-fate": _reads(

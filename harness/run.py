@@ -158,9 +158,8 @@ def run_schedule(adapter: Adapter, schedule: Schedule, options: RunOptions) -> R
             if heal is not None:
                 history.add("fault.heal", data={"at": heal})
             runtime.finish()
-            board, closed_at = _board(runtime)
-            history.add("run.end", data={"cards": board, **(
-                {"closed_at": closed_at} if closed_at else {})} if board else None)
+            board, extra = _board(runtime)
+            history.add("run.end", data={"cards": board, **extra} if board else None)
     except RunTimeout:
         error = (f"timed out: the run passed its wall-clock limit of {limit:g}s (raise it "
                  "with --run-timeout or the ini key chaos_run_timeout)")
@@ -602,16 +601,23 @@ def _open_cards(runtime: Runtime, session: str, waits: bool, known: bool) -> lis
     return found
 
 
-def _board(runtime: Runtime) -> tuple[dict[str, str | None] | None, dict[str, float]]:
+def _board(runtime: Runtime) -> tuple[dict[str, str | None] | None, dict[str, Any]]:
     """The world's card board at the run's end (`card-closed` judges it), or None when the
-    runtime's world keeps none (a world of the user's own making), and when each closed card
-    was closed (`cancel-honored`; empty when the world does not say)."""
+    runtime's world keeps none (a world of the user's own making); and what else the board
+    says, when it says it: when each closed card was closed (`closed_at`, cancel-honored) and
+    what each card showed the call would do (`shown`, effect-authorized)."""
     try:
         cards = getattr(runtime.world, "cards", None)
-        board, closed_at = getattr(cards, "board", None), getattr(cards, "closed_at", None)
+        board = getattr(cards, "board", None)
         if not callable(board):
             return None, {}
-        return board(), (closed_at() if callable(closed_at) else {})
+        extra = {}
+        for name in ("closed_at", "shown"):
+            read = getattr(cards, name, None)
+            value = read() if callable(read) else None
+            if value:
+                extra[name] = value
+        return board(), extra
     except Exception:  # a world the adapter broke: card-closed is then not judged, the run is
         return None, {}
 

@@ -17,7 +17,7 @@ This module holds the in-process world for the simulator: its awaits take virtua
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -53,6 +53,14 @@ DEFAULT_TOOLS: Final[dict[str, ToolSpec]] = {
     "lookup": ToolSpec("lookup", needs_approval=False, effect=None),
     "notify": ToolSpec("notify", needs_approval=False, effect="email"),
 }
+# What the scripted model asks a tool to do when a plan names only the tool, as a real model
+# fills in a call's arguments: whom to email, how much to charge (cents). A runtime that
+# shows a card with them must do what the card says (effect-authorized).
+DEFAULT_ARGS: Final[Mapping[str, Mapping[str, Any]]] = {
+    "send_email": {"to": "bob@example.com"},
+    "notify": {"to": "bob@example.com"},
+    "charge_card": {"amount": 100},
+}
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -68,6 +76,9 @@ class Card:
     shown_at: float
     closed: str | None = None
     closed_at: float | None = None
+    # What the card says the call will do (its arguments, as the runtime showed them): what
+    # the person approves (`run.end` `shown`; effect-authorized compares the effect with it).
+    args: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -253,7 +264,8 @@ def plan_response(turn: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     if done < len(plan):
         item = plan[done]
         name = item if isinstance(item, str) else str(item.get("tool"))
-        args = {} if isinstance(item, str) else dict(item.get("args") or {})
+        args = dict(DEFAULT_ARGS.get(name, {})) if isinstance(item, str) else \
+            dict(item.get("args") or {})
         return {"tool_call": {"id": f"{turn}.t{done + 1}", "name": name, "args": args}}
     return {"text": f"done after {done} tool call(s)"}
 
@@ -272,7 +284,7 @@ class Outbox:
         def send() -> Any:
             return self.world.deliver(
                 "email", message_id, tool_call, {"message_id": message_id, "status": "sent"},
-                tool_call=tool_call)[1]
+                {"to": to}, tool_call=tool_call)[1]
 
         return dict(await self.services.call("email", send, key=message_id,
                                              tool_call=tool_call))
@@ -291,7 +303,7 @@ class Ledger:
             return self.world.deliver(
                 "charge", idempotency_key, tool_call,
                 {"charge_id": f"ch_{idempotency_key}", "amount": amount},
-                tool_call=tool_call)[1]
+                {"amount": amount}, tool_call=tool_call)[1]
 
         return dict(await self.services.call("payments", charge, key=idempotency_key,
                                              tool_call=tool_call))
@@ -348,7 +360,7 @@ class CardBoard:
         self, *, session: str, turn: str, tool_call: str, tool: str, args: dict[str, Any]
     ) -> None:
         def show() -> None:
-            self.show(session=session, turn=turn, tool_call=tool_call, tool=tool)
+            self.show(session=session, turn=turn, tool_call=tool_call, tool=tool, args=args)
 
         _answer(await self.services.call("cards", show, session=session, turn=turn,
                                          tool_call=tool_call, op="show"), "cards")
@@ -360,11 +372,13 @@ class CardBoard:
         _answer(await self.services.call("cards", close, tool_call=tool_call, op="close"),
                 "cards")
 
-    def show(self, *, session: str, turn: str, tool_call: str, tool: str) -> Card:
-        """Show a card (once per tool call); returns it."""
+    def show(self, *, session: str, turn: str, tool_call: str, tool: str,
+             args: Mapping[str, Any] | None = None) -> Card:
+        """Show a card (once per tool call: the first showing's `args` stay); returns it."""
         card = self.world.cards.get(tool_call)
         if card is None:
-            card = Card(session, turn, tool_call, tool, self.world.now())
+            card = Card(session, turn, tool_call, tool, self.world.now(),
+                        args=dict(args) if isinstance(args, Mapping) else {})
             # Recorded before anyone can see it open (a runner answers open cards).
             for listener in list(self.listeners):
                 listener(card)
@@ -389,6 +403,12 @@ class CardBoard:
         """Every card shown, by tool call, with the outcome it was closed with (None: open):
         what the person sees at the end of a run (`run.end` carries it; `card-closed`)."""
         return {tc: card.closed for tc, card in sorted(self.world.cards.items())}
+
+    def shown(self) -> dict[str, dict[str, Any]]:
+        """What each card showed that the call would do, by tool call, for the cards that
+        showed anything (`run.end` `shown`; effect-authorized)."""
+        return {tc: dict(card.args) for tc, card in sorted(self.world.cards.items())
+                if card.args}
 
     def closed_at(self) -> dict[str, float]:
         """When each closed card was closed, by tool call (`run.end` `closed_at`: the board

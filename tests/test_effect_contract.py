@@ -269,6 +269,57 @@ def test_effects_of_calls_no_person_was_asked_about_are_not_judged() -> None:
     assert not r.reached
 
 
+def _approved(h: History, effect: dict[str, Any], shown: dict[str, Any] | None,
+              tool: str = "send_email") -> None:
+    """A call whose card showed `shown` (None: a board that keeps no arguments), approved,
+    and its effect delivered with `effect` (the effect kind and what it carried)."""
+    ob(h, "tool.awaiting", 0.0, f"aw:{TC}", {"tool": tool}, session="s1", turn="s1.turn1",
+       tool_call=TC)
+    answer(h, HOUR)
+    h.add("effect.delivered", time=HOUR + 1, key=f"k:{TC}", tool_call=TC,
+          data={"logical": TC, **effect})
+    result(h, HOUR + 1, "answered")
+    h.add("run.end", time=DAY, data={"cards": {TC: "answered"},
+                                     **({"shown": {TC: shown}} if shown is not None else {})})
+
+
+def test_an_effect_does_what_its_card_showed() -> None:
+    h = History()
+    _approved(h, {"effect": "email", "to": "bob@example.com"},
+              {"to": "bob@example.com", "subject": "hi"})
+    passing(EffectAuthorized().check(h, CONFIG))
+
+
+def test_an_email_to_another_recipient_than_the_card_showed_is_a_violation() -> None:
+    h = History()
+    _approved(h, {"effect": "email", "to": "alice"}, {"to": "bob@example.com"})
+    witness = failing(EffectAuthorized().check(h, CONFIG))
+    assert ("send_email of s1.turn1.t1 was delivered at t=60.0m with to = 'alice', but the "
+            "card the person approved showed to = 'bob@example.com'") in witness
+
+
+def test_a_charge_of_another_amount_than_the_card_showed_is_a_violation() -> None:
+    h = History()
+    _approved(h, {"effect": "charge", "amount": 0}, {"amount": 100}, tool="charge_card")
+    witness = failing(EffectAuthorized().check(h, CONFIG))
+    assert "charge_card of s1.turn1.t1" in witness and "amount = 0" in witness
+    assert "showed amount = 100" in witness
+
+
+def test_content_a_card_did_not_show_is_not_judged() -> None:
+    """A card with no arguments (a runtime that shows none), a board that keeps none, an
+    argument the card did not show, a delivery that does not say what it carried: nothing
+    to compare, so the approval stands."""
+    for effect, shown in (({"effect": "email", "to": "alice"}, {}),
+                          ({"effect": "email", "to": "alice"}, None),
+                          ({"effect": "email", "to": "alice"}, {"subject": "hi"}),
+                          ({"effect": "email"}, {"to": "bob@example.com"}),
+                          ({"effect": "charge", "amount": 5}, {"to": "bob@example.com"})):
+        h = History()
+        _approved(h, effect, shown)
+        passing(EffectAuthorized().check(h, CONFIG))
+
+
 # ---------------------------------------------------------------- attribution (turn-outcome)
 
 

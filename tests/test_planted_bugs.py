@@ -87,6 +87,7 @@ WITNESS = {
     "end_wait_after_answer": "as ended, which the call never was",
     "approval_taken_as_the_deed": "its run wrote no intent either",
     "idle_holder_waited_for": "longer than the store's idle-in-transaction timeout",
+    "args_lost_in_the_hand_off": "but the card the person approved showed",
 }
 
 # Bugs of a window too narrow for uniform generation at this budget, caught by the scenario

@@ -70,14 +70,15 @@ def build(defects: frozenset[str] = frozenset()) -> list[restate.VirtualObject]:
         if decision != "approve":
             await close_card(ctx, call["id"], "denied")
             return "denied"
+        args = call.get("args") or {}  # what the card showed, so what the person approved
         if call["name"] == "send_email":
             key = "" if "email-no-key" in defects else f"mail-{call['id']}"
             await ctx.run_typed("email", post, restate.RunOptions(), "/email", {
-                "message_id": key, "to": "bob@example.com", "subject": "from the agent",
-                "body": str(call.get("args")), "tool_call": call["id"]})
+                "message_id": key, "to": str(args.get("to", "bob@example.com")),
+                "subject": "from the agent", "body": str(args), "tool_call": call["id"]})
         else:
             await ctx.run_typed("charge", post, restate.RunOptions(), "/charge", {
-                "idempotency_key": f"charge-{call['id']}", "amount": 100,
+                "idempotency_key": f"charge-{call['id']}", "amount": int(args.get("amount", 100)),
                 "tool_call": call["id"]})
         await close_card(ctx, call["id"], "answered")
         return "answered"

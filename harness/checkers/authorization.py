@@ -20,6 +20,14 @@ the call's final outcome. So, for every such delivery:
   takeover may land after the new owner held the turn for it (its host was paused with the
   request in flight), and that hold is the one that asked.
 
+And the effect is the one the person approved: what it carried (an email's `to`, a charge's
+`amount`, as the world received them) is what the call's card showed (`run.end` `shown`: the
+arguments the runtime put on the card). An email the person approved for bob that goes to
+someone else, a charge of another amount, is not authorized by that approval: a runtime that
+lost the call's arguments on the way (across a hand-off, a re-run, a new owner) acts on its
+defaults. A card that showed nothing of it (a runtime that puts no arguments on its cards)
+leaves that content unjudged.
+
 Answers are the runner's (`op.answer`): a history without any (a test driving the runtime
 itself) is not judged for "before the approve". Model calls are the runtime's own work, not
 a tool's effect, and are not judged here. Nor is a tool that needs no approval before its
@@ -38,6 +46,9 @@ from harness.checkers.base import CheckConfig, Result, Violation, cite, verdict
 from harness.checkers.model import ToolCall, model_of
 from harness.history import History, Record
 
+# What an effect carries that its card shows (an argument of the call, as the world
+# received it): the content the person approved.
+CONTENT: Final = {"email": "to", "charge": "amount"}
 # Final outcomes that are not an approve acting on the world, and how a witness says them.
 _NOT_APPROVED: Final = {
     "denied": "the person denied it",
@@ -57,7 +68,8 @@ class EffectAuthorized:
     description: str = (
         "Every effect of a tool call that waited on a person is authorized by an approving "
         "answer that is the call's final outcome: never after a deny, a cancel, an expiry or "
-        "an end by a new message, and never before an approve."
+        "an end by a new message, and never before an approve; and it does what the card "
+        "the person approved showed (whom an email goes to, what a charge is for)."
     )
 
     # The record kinds it reads, from the run's model (harness.checkers.model: the tool
@@ -65,7 +77,7 @@ class EffectAuthorized:
     # (harness.checkers.base.dispatch), so the model of its view alone says the same.
     reads: frozenset[str] = frozenset(
         {"tool.awaiting", "tool.handoff", "turn.waiting", "op.answer", "tool.result",
-         "turn.held", "tool.intent", "effect.delivered"})
+         "turn.held", "tool.intent", "effect.delivered", "run.end"})
 
     def check(self, history: History, config: CheckConfig) -> Result:
         return guarded(self.name, self._check, history, config)
@@ -75,6 +87,9 @@ class EffectAuthorized:
         # Without the runner's answers (a test driving the runtime itself) nobody can say
         # when the person approved: that rule is then not judged.
         answers_known = any(call.answers for call in calls)
+        ends = history.of_kind("run.end")
+        end = ends[-1] if ends else None
+        shown = end.data.get("shown") if end is not None and end.data else None
         violations: list[Violation] = []
         judged = 0
         # In the order the calls were first named by a record this checker reads: a call
@@ -85,7 +100,8 @@ class EffectAuthorized:
             if not call.asks or not deliveries:
                 continue
             judged += 1
-            violation = _judge(call, deliveries, answers_known)
+            violation = (_judge(call, deliveries, answers_known)
+                         or _as_shown(call.id, deliveries, shown, end))
             if violation is not None:
                 violations.append(violation)
         return verdict(
@@ -148,6 +164,29 @@ def _judge(call: ToolCall, deliveries: list[Record], answers_known: bool) -> Vio
             f"{last.describe()}; {final_rec.describe()}",
             cite((last, final_rec)),
         )
+    return None
+
+
+def _as_shown(tc: str, deliveries: list[Record], shown: object,
+              end: Record | None) -> Violation | None:
+    """The first delivery of the call whose content is not what its card showed (`shown`:
+    `run.end`'s, every card's, by tool call)."""
+    card = shown.get(tc) if isinstance(shown, dict) else None
+    if not isinstance(card, dict) or end is None:
+        return None
+    for d in deliveries:
+        effect = str(d.data.get("effect"))
+        field = CONTENT.get(effect)
+        if field is None or field not in card or field not in d.data:
+            continue
+        if d.data[field] != card[field]:
+            return Violation(
+                f"{_VERB.get(effect, effect)} of {tc} was delivered at {at(d.time)} with "
+                f"{field} = {d.data[field]!r}, but the card the person approved showed "
+                f"{field} = {card[field]!r}: the approval was for another {effect}: "
+                f"{d.describe()}",
+                cite((d, end)),
+            )
     return None
 
 

@@ -61,6 +61,7 @@ MODULES: tuple[str, ...] = (
     "rejection_report_reads_the_wrong_field",
     "malformed_requests_refused_as_failures",
     "late_result_kept_from_the_agent",
+    "args_lost_in_the_hand_off",
 )
 
 

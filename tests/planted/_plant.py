@@ -129,7 +129,7 @@ def replace_handler(app: App, service: str, handler: str,
             for h in svc.handlers:
                 if h.name == handler:
                     found = True
-                    h = Handler(h.name, wrap(h.fn), h.kind)
+                    h = Handler(h.name, wrap(h.fn), h.kind, h.private)
                 handlers.append(h)
             svc = replace(svc, handlers=tuple(handlers))
         services.append(svc)
