@@ -103,6 +103,8 @@ def test_the_runner_records_the_world_card_board_at_the_end() -> None:
                             checkers=(keep,)))
     assert keep.history is not None
     (end,) = [r for r in keep.history.records if r.kind == "run.end"]
-    # Closed by the expiry, eight days after the card showed (its closing time is kept too).
+    # Closed by the expiry, eight days after the card showed (its closing time is kept too),
+    # and what the card showed the charge would be (the model's arguments).
     assert end.data == {"cards": {"s1.turn1.t1": "expired"},
-                        "closed_at": {"s1.turn1.t1": 2.0 + 8 * 86400}}
+                        "closed_at": {"s1.turn1.t1": 2.0 + 8 * 86400},
+                        "shown": {"s1.turn1.t1": {"amount": 100}}}
