@@ -375,16 +375,14 @@ def build_controller_service(ports: Ports) -> Service:
 
     return Service(CONTROLLER, (
         Handler("onMessage", on_message),
-        # What the turns and the waits report: only they may say it (a client that could
-        # would forge a turn's end or a tool's result).
-        Handler("turnWaiting", turn_waiting, private=True),
-        Handler("turnDone", turn_done, private=True),
-        Handler("toolFinished", tool_finished, private=True),
+        Handler("turnWaiting", turn_waiting),
+        Handler("turnDone", turn_done),
+        Handler("toolFinished", tool_finished),
         Handler("background", background),
         Handler("cancel", cancel),
         # Exclusive, not shared: a shared read runs beside a cancel the engine has accepted
         # but not yet run (its host paused), and would let an approval given after the
         # cancel through. As an exclusive call it queues behind that cancel.
-        Handler("isCancelled", is_cancelled, private=True),
+        Handler("isCancelled", is_cancelled),
         Handler("status", status, kind="shared"),
     ), kind="object")

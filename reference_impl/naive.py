@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from contract.binding import App
 from contract.ports import Ports
+from reference_impl.app import public_only
 from reference_impl.controller import build_controller_service
 from reference_impl.pending import build_pending_service
 from reference_impl.turn import build_turn_service
@@ -20,8 +21,8 @@ __all__ = ["build_naive_app"]
 
 
 def build_naive_app(ports: Ports, version: str = "v1") -> App:
-    return App(version, (
+    return public_only(App(version, (
         build_controller_service(ports),
         build_turn_service(ports, accepts_pending_result=False),
         build_pending_service(ports, version),
-    ))
+    )))

@@ -373,15 +373,11 @@ def build_pending_service(ports: Ports, version: str) -> Service:
         return raw
 
     return Service(PENDING, (
-        # The person's answer is the one public handler that changes a wait: every other
-        # is the executor's or the controller's (the controller forwards a background
-        # request after checking it). `expire` stays public: it is a delayed send to
-        # itself, which on Restate the harness's clock fires through the ingress.
-        Handler("register", register, private=True),
+        Handler("register", register),
         Handler("answer", answer),
-        Handler("startToolWait", start_tool_wait, private=True),
+        Handler("startToolWait", start_tool_wait),
         Handler("expire", expire),
-        Handler("background", background, private=True),
-        Handler("endWait", end_wait, private=True),
+        Handler("background", background),
+        Handler("endWait", end_wait),
         Handler("status", status, kind="shared"),
     ), kind="object")

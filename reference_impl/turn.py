@@ -166,8 +166,7 @@ def build_turn_service(ports: Ports, *, accepts_pending_result: bool = True) -> 
                 })
                 return {"status": "waiting", "turn": turn, "tool_call": call.tool_call}
 
-    # Private: the controller starts every turn, after the busy rule and with its token.
-    return Service(DO_TURN.service, (Handler(DO_TURN.handler, run, private=True),))
+    return Service(DO_TURN.service, (Handler(DO_TURN.handler, run),))
 
 
 def _model_step(

@@ -58,7 +58,8 @@ def test_the_same_seed_gives_the_same_history_byte_for_byte(tmp_path: Path) -> N
 
 @pytest.mark.parametrize(("attr", "invariant"), [("WAIT_IN_CALL", "pinning-bound"),
                                                   ("EMAIL_NO_KEY", "no-duplicate-effects"),
-                                                  ("CARD_BEFORE_PENDING", "answer-fate")])
+                                                  ("CARD_BEFORE_PENDING", "answer-fate"),
+                                                  ("PENDING_WITHOUT_ARGS", "effect-authorized")])
 def test_the_default_budget_finds_shrinks_and_replays_each_defect(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], attr: str, invariant: str) -> None:
     report = tmp_path / "run"

@@ -81,3 +81,31 @@ def test_the_differential_check_finds_no_difference_on_a_gc_pause() -> None:
 
     schedule = load_scenario(REAL_SCENARIOS / "10-gc-pause-holding-control-row.toml")
     assert differences(ADAPTER, [schedule]) == []
+
+
+def test_an_email_approved_after_the_hand_off_goes_where_its_card_said_on_real_restate(
+) -> None:
+    """A user's agent (examples/restate_sdk_agent, outside the package) on a real Restate
+    server: the person approves after the hand-off (day 3). The correct agent emails whom
+    the card showed; with `pending-without-args` it kept the wait without the call's
+    arguments and emails the session's own address: effect-authorized, and nothing else."""
+    from dataclasses import replace
+
+    from examples.restate_sdk_agent.adapter import ADAPTER, PENDING_WITHOUT_ARGS
+    from harness.run import RunOptions, run_schedule
+    from harness.schedules.scenario_file import load_scenario
+
+    schedule = load_scenario(ROOT / "scenarios" / "real" /
+                             "02-answered-after-3-days-across-redeploys.toml")
+    failing = {}
+    for adapter in (ADAPTER, PENDING_WITHOUT_ARGS):
+        outcome = run_schedule(replace(adapter, engine="real"), schedule,
+                               RunOptions(report_dir=None, save_history=False))
+        assert outcome.error is None, outcome.error
+        failing[adapter.name] = {r.checker: r.witness() for r in outcome.results
+                                 if r.valid is False}
+    assert failing["restate-sdk-agent"] == {}
+    [(checker, witness)] = failing["restate-sdk-agent+pending-without-args"].items()
+    assert checker == "effect-authorized"
+    assert "with to = 's1@example.com', but the card the person approved showed to = " \
+           "'bob@example.com'" in witness

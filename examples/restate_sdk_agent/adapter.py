@@ -79,5 +79,5 @@ class AgentAdapter:
 
 ADAPTER = AgentAdapter()
 # One adapter per planted defect, in agent.DEFECTS' order.
-WAIT_IN_CALL, EMAIL_NO_KEY, CARD_BEFORE_PENDING = (AgentAdapter(frozenset({d}))
-                                                   for d in agent.DEFECTS)
+WAIT_IN_CALL, EMAIL_NO_KEY, CARD_BEFORE_PENDING, PENDING_WITHOUT_ARGS = (
+    AgentAdapter(frozenset({d})) for d in agent.DEFECTS)

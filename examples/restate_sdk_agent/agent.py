@@ -11,7 +11,7 @@ that started it; a later answer resumes the turn in a new invocation (`resume`).
 Deploy it: `hypercorn examples.restate_sdk_agent.agent:app` with `AGENT_WORLD_URL` set to
 the services the agent calls (model, email, payments, cards).
 
-Three defects can be planted, named in `AGENT_DEFECTS` (comma-separated) or passed to
+Four defects can be planted, named in `AGENT_DEFECTS` (comma-separated) or passed to
 `build()`:
 
 - `wait-in-call`: the turn waits for the answer in the call for up to `MAX_WAIT` (8 days),
@@ -21,7 +21,10 @@ Three defects can be planted, named in `AGENT_DEFECTS` (comma-separated) or pass
 - `card-before-pending`: the card is shown before the wait is written down (`pending`), so
   an answer given the moment the card is up finds nothing pending and is dropped. This one
   was a real bug of this agent, found on real Restate; the `card.after_show` fault point
-  opens its window on the simulator.
+  opens its window on the simulator;
+- `pending-without-args`: the wait is written down without the call's arguments, so an
+  answer after the hand-off sends the email to the session's own address (the agent's
+  default when a call names nobody) and charges 0, not what the card showed.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ SCALE = float(os.environ.get("AGENT_TIME_SCALE", "1"))
 HAND_OFF = timedelta(minutes=5) / SCALE
 MAX_WAIT = timedelta(days=8) / SCALE
 APPROVAL_TOOLS = ("send_email", "charge_card")
-DEFECTS = ("wait-in-call", "email-no-key", "card-before-pending")
+DEFECTS = ("wait-in-call", "email-no-key", "card-before-pending", "pending-without-args")
 
 
 def world_url() -> str:
@@ -74,11 +77,11 @@ def build(defects: frozenset[str] = frozenset()) -> list[restate.VirtualObject]:
         if call["name"] == "send_email":
             key = "" if "email-no-key" in defects else f"mail-{call['id']}"
             await ctx.run_typed("email", post, restate.RunOptions(), "/email", {
-                "message_id": key, "to": str(args.get("to", "bob@example.com")),
+                "message_id": key, "to": str(args.get("to", f"{ctx.key()}@example.com")),
                 "subject": "from the agent", "body": str(args), "tool_call": call["id"]})
         else:
             await ctx.run_typed("charge", post, restate.RunOptions(), "/charge", {
-                "idempotency_key": f"charge-{call['id']}", "amount": int(args.get("amount", 100)),
+                "idempotency_key": f"charge-{call['id']}", "amount": int(args.get("amount", 0)),
                 "tool_call": call["id"]})
         await close_card(ctx, call["id"], "answered")
         return "answered"
@@ -119,7 +122,9 @@ def build(defects: frozenset[str] = frozenset()) -> list[restate.VirtualObject]:
         if "card-before-pending" in defects:
             await show()
         awakeable_id, answer = ctx.awakeable(type_hint=str)
-        ctx.set("pending", {"call": call, "turn": turn, "messages": messages, "step": step,
+        kept = ({"id": call["id"], "name": call["name"]} if "pending-without-args" in defects
+                else call)
+        ctx.set("pending", {"call": kept, "turn": turn, "messages": messages, "step": step,
                             "awakeable": awakeable_id, "handed_off": False})
         if "card-before-pending" not in defects:
             await show()
