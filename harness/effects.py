@@ -6,10 +6,15 @@ world. `EffectsFile` follows such a log, one JSON object per line, and hands eac
 line to a callback as soon as it is written (a line still being written waits for its end);
 `apply_effect` is the callback for lines in the harness's own shape:
 
-    {"effect": "email", "key": "msg-17", "tool_call": "s1.turn1.t1", "turn": "s1.turn1"}
+    {"effect": "email", "key": "msg-17", "tool_call": "s1.turn1.t1", "turn": "s1.turn1",
+     "to": "bob@example.com"}
     {"card": "show", "session": "s1", "turn": "s1.turn1", "tool_call": "s1.turn1.t1",
-     "tool": "send_email"}
+     "tool": "send_email", "args": {"to": "bob@example.com"}}
     {"card": "close", "tool_call": "s1.turn1.t1", "outcome": "answered"}
+
+`to` (an email's recipient) and `amount` (a charge's) say what the effect carried, `args`
+what the card showed the call would do; each is optional, and effect-authorized compares the
+two where both are given.
 
 An app with its own shape maps each line onto `World.deliver`, `World.show_card` and
 `World.close_card` itself.
@@ -35,15 +40,18 @@ def apply_effect(world: World, line: Line) -> None:
     """Feed one line of the harness's shape (see the module docstring) to `world`."""
     card = line.get("card")
     if card == "show":
+        args = line.get("args")
         world.show_card(session=str(line["session"]), turn=str(line["turn"]),
-                        tool_call=str(line["tool_call"]), tool=str(line.get("tool", "")))
+                        tool_call=str(line["tool_call"]), tool=str(line.get("tool", "")),
+                        args=args if isinstance(args, dict) else None)
     elif card == "close":
         world.close_card(str(line["tool_call"]), str(line["outcome"]))
     elif "effect" in line:
         key = line.get("key")
         world.deliver(str(line["effect"]), None if key is None else str(key),
                       tool_call=line.get("tool_call"), turn=line.get("turn"),
-                      session=line.get("session"))
+                      session=line.get("session"),
+                      content={k: line[k] for k in ("to", "amount") if k in line})
     else:
         raise ConfigError(f"Expected an effects line with 'effect' or 'card' but got {line!r}; "
                           "e.g. {\"effect\": \"email\", \"key\": \"msg-17\", "

@@ -478,18 +478,24 @@ class World:
     # adapter feeds it what they did, e.g. through `harness.effects.EffectsFile`)
 
     def deliver(self, effect: str, key: str | None, *, tool_call: str | None = None,
-                turn: str | None = None, session: str | None = None) -> bool:
+                turn: str | None = None, session: str | None = None,
+                content: Mapping[str, Any] | None = None) -> bool:
         """Record that the app delivered `effect` ("email", "charge", ...) under idempotency
         `key` for `tool_call`; False when `key` was delivered before (a deduplicated retry).
-        A keyless delivery counts every time."""
+        A keyless delivery counts every time. `content`: what it carried (an email's `to`, a
+        charge's `amount`), compared with what its card showed."""
         fields: dict[str, Any] = {k: v for k, v in (("tool_call", tool_call), ("turn", turn),
                                                     ("session", session)) if v is not None}
-        delivered, _ = self.state.deliver(effect, key, tool_call or turn or "", {}, **fields)
+        delivered, _ = self.state.deliver(effect, key, tool_call or turn or "", {},
+                                          dict(content) if content else None, **fields)
         return delivered
 
-    def show_card(self, *, session: str, turn: str, tool_call: str, tool: str) -> Card:
-        """The app showed an approval card (once per tool call)."""
-        return self.cards.show(session=session, turn=turn, tool_call=tool_call, tool=tool)
+    def show_card(self, *, session: str, turn: str, tool_call: str, tool: str,
+                  args: Mapping[str, Any] | None = None) -> Card:
+        """The app showed an approval card (once per tool call), with `args`: what it showed
+        the call would do."""
+        return self.cards.show(session=session, turn=turn, tool_call=tool_call, tool=tool,
+                               args=args)
 
     def close_card(self, tool_call: str, outcome: str) -> bool:
         """The app closed a card: "answered", "denied" or "expired"."""

@@ -23,7 +23,7 @@ from harness import History, RunOptions, load_scenario, run_schedule
 from harness.checkers.base import CheckConfig, limit_at, measured, run_checkers
 from harness.checkers.pinning import PinningBound
 from harness.components.procs import live_groups
-from harness.effects import EffectsFile
+from harness.effects import EffectsFile, apply_effect
 from harness.errors import ConfigError
 from harness.kit import AnchoredScale, TimeScale, Timing
 from harness.scaling import Scale
@@ -232,6 +232,23 @@ def test_an_app_delivers_effects_and_shows_and_closes_cards_through_the_world() 
     assert world.close_card("s1.turn1.t1", "expired") is False
     assert [r.kind for r in history.records] == [
         "effect.attempted", "effect.delivered", "effect.attempted", "effect.deduplicated"]
+
+
+def test_an_effects_line_says_what_its_card_showed_and_what_its_effect_carried() -> None:
+    """What the person approved (the card's `args`) and what was done (an email's `to`, a
+    charge's `amount`): effect-authorized compares them; a line without them says nothing."""
+    world, history = _world()
+    apply_effect(world, {"card": "show", "session": "s1", "turn": "s1.turn1",
+                         "tool_call": "s1.turn1.t1", "tool": "send_email",
+                         "args": {"to": "bob@example.com"}})
+    apply_effect(world, {"card": "show", "session": "s1", "turn": "s1.turn1",
+                         "tool_call": "s1.turn1.t2", "tool": "charge_card"})
+    apply_effect(world, {"effect": "email", "key": "k1", "tool_call": "s1.turn1.t1",
+                         "to": "eve@example.com"})
+    apply_effect(world, {"effect": "charge", "key": "k2", "tool_call": "s1.turn1.t2"})
+    assert world.cards.shown() == {"s1.turn1.t1": {"to": "bob@example.com"}}
+    email, charge = history.of_kind("effect.delivered")
+    assert email.data["to"] == "eve@example.com" and "amount" not in charge.data
 
 
 def test_the_effects_file_hands_over_complete_lines_only_and_in_order(tmp_path: Path) -> None:
