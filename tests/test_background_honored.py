@@ -173,6 +173,26 @@ def test_an_answer_at_the_instant_of_the_request_races_it() -> None:
         assert check(h, 8 * DAYS).valid is moot, answered_at
 
 
+def test_an_answer_that_overtakes_a_request_held_up_by_a_paused_host_races_it() -> None:
+    """The request at 60 s, the approve a minute later, while a host is paused from 30 s to
+    10 minutes: the request may still be on its way to the call when the approve reaches it
+    (a paused host forwards it when it is back), so the approve may win and make it moot. An
+    approve after the host is back, past the engine's latency, does not excuse it."""
+    for answered_at, moot in ((120.0, True), (700.0, False)):
+        h = History()
+        h.add("host.paused", time=30, host="h1", data={"duration": 570.0})
+        asked(h)
+        background(h, 60)
+        h.add("host.resumed", time=600, host="h1")
+        h.add("op.answer", "invoke", time=answered_at, session="s1", turn="s1.turn1",
+              tool_call=CALL, data={"decision": "approve"})
+        h.add("op.answer", "ok", time=answered_at, session="s1", turn="s1.turn1",
+              tool_call=CALL)
+        h.add("tool.result", time=3 * DAYS, session="s1", turn="s1.turn1", tool_call=CALL,
+              data={"event_id": "h1", "outcome": "held"})
+        assert check(h, 8 * DAYS).valid is moot, answered_at
+
+
 def stranger(h: History, t: float) -> Record:
     """Session s9 names s1's call (the runner's `of`)."""
     h.add("op.background", "invoke", time=t, session="s9", turn="s1.turn1", tool_call=CALL,

@@ -5,8 +5,11 @@ card) means "go on without this; tell me when it is done". The runtime honors it
 the call to the background (`tool.background`), which hands the turn a placeholder result
 (`tool.result`, `tool.finished` or `turn.resumed` with outcome `background`), or it finds the
 call already decided or already in the background: a final outcome of the call, an answer
-applied before the request or at its instant (the engine may take either first; what the
-answer leads to, a confirmation after a hold, is a new question), an earlier move, or the
+applied that was given before the request or while the request could still be on its way
+(within the engine's latency of it, counted in time when no host was down: a request held
+up by a paused or crashed host may reach the call after a later answer; the engine may take
+either first, and what the answer leads to, a confirmation after a hold, is a new question),
+an earlier move, or the
 end of the call's turn while it waited on the call (a cancel or a new message ends the wait;
 the call's result is written by the next turn, if one comes), makes the request moot. Either
 has to show within `liveness_bound` of the request, measured from the later of the request
@@ -121,7 +124,9 @@ class BackgroundHonored:
             final = known.final if known is not None else None
             if final is not None and final.time <= deadline:
                 continue
-            if known is not None and _answered_first(known, r, deadline, config.latency):
+            on_its_way = model.due_in_uptime(r.time, config.latency)
+            if (known is not None and on_its_way is not None
+                    and _answered_first(known, r, deadline, on_its_way)):
                 continue
             if known is not None and _wait_ended(model.turns.get(str(known.turn)), call,
                                                  deadline):
@@ -197,12 +202,14 @@ def _wait_ended(turn: TurnModel | None, call: str, deadline: float) -> bool:
             and turn.reason in _ENDS_THE_WAIT)
 
 
-def _answered_first(call: ToolCall, request: Record, deadline: float, latency: float) -> bool:
-    """Whether an answer given before the request, or at its instant (within a real engine's
-    measured latency: the engine may take either first), was applied (not refused by
-    `deadline`): the card the person wanted to leave was already decided, and what the
-    answer led to (a confirmation after a hold) is a new question."""
+def _answered_first(call: ToolCall, request: Record, deadline: float,
+                    on_its_way: float) -> bool:
+    """Whether an answer given before the request, or while the request could still be on
+    its way (by `on_its_way`: the engine's latency after it, in up-time: the engine may take
+    either first), was applied (not refused by `deadline`): the card the person wanted to
+    leave was already decided, and what the answer led to (a confirmation after a hold) is a
+    new question."""
     before = sum(1 for a in call.answers if a.type == "invoke" and (
-        a.index < request.index or a.time - request.time <= latency))
+        a.index < request.index or a.time <= on_its_way))
     refused = sum(1 for x in call.refusals if x.time <= deadline)
     return before > refused
