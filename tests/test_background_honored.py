@@ -155,6 +155,15 @@ def test_the_end_of_the_calls_wait_by_a_cancel_or_a_new_message_makes_it_moot() 
         assert r.valid is moot, (reason, waited_on, ended_at)
 
 
+def approved_then_held(h: History, answered_at: float) -> None:
+    """An approve at `answered_at`; its run is held on day 3 and never confirmed."""
+    h.add("op.answer", "invoke", time=answered_at, session="s1", turn="s1.turn1",
+          tool_call=CALL, data={"decision": "approve"})
+    h.add("op.answer", "ok", time=answered_at, session="s1", turn="s1.turn1", tool_call=CALL)
+    h.add("tool.result", time=3 * DAYS, session="s1", turn="s1.turn1", tool_call=CALL,
+          data={"event_id": "h1", "outcome": "held"})
+
+
 def test_an_answer_at_the_instant_of_the_request_races_it() -> None:
     """Background, then approve, at one instant: the engine may take the approve first (on
     the reference it reaches PendingToolCall directly, the request through the Controller),
@@ -164,12 +173,7 @@ def test_an_answer_at_the_instant_of_the_request_races_it() -> None:
         h = History()
         asked(h)
         background(h, 60)
-        h.add("op.answer", "invoke", time=answered_at, session="s1", turn="s1.turn1",
-              tool_call=CALL, data={"decision": "approve"})
-        h.add("op.answer", "ok", time=answered_at, session="s1", turn="s1.turn1",
-              tool_call=CALL)
-        h.add("tool.result", time=3 * DAYS, session="s1", turn="s1.turn1", tool_call=CALL,
-              data={"event_id": "h1", "outcome": "held"})
+        approved_then_held(h, answered_at)
         assert check(h, 8 * DAYS).valid is moot, answered_at
 
 
@@ -184,12 +188,7 @@ def test_an_answer_that_overtakes_a_request_held_up_by_a_paused_host_races_it() 
         asked(h)
         background(h, 60)
         h.add("host.resumed", time=600, host="h1")
-        h.add("op.answer", "invoke", time=answered_at, session="s1", turn="s1.turn1",
-              tool_call=CALL, data={"decision": "approve"})
-        h.add("op.answer", "ok", time=answered_at, session="s1", turn="s1.turn1",
-              tool_call=CALL)
-        h.add("tool.result", time=3 * DAYS, session="s1", turn="s1.turn1", tool_call=CALL,
-              data={"event_id": "h1", "outcome": "held"})
+        approved_then_held(h, answered_at)
         assert check(h, 8 * DAYS).valid is moot, answered_at
 
 
